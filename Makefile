@@ -1,0 +1,47 @@
+# skewer: upgrade-safety conformance on kind. See README.md.
+SHELL := /bin/bash
+GO ?= go
+VERSIONS ?= v1.35.4 v1.36.3
+ARTIFACTS ?= $(CURDIR)/_artifacts
+E2E_TIMEOUT ?= 60m
+GOTESTSUM := $(shell $(GO) env GOPATH)/bin/gotestsum
+GOTESTSUM_VERSION := v1.13.0
+
+.PHONY: all build test e2e images bench deps docker clean
+
+all: build
+
+build:
+	$(GO) build -o bin/skewer ./cmd/skewer
+
+# Host packages the offline image build needs (Debian).
+deps:
+	@command -v debootstrap >/dev/null && dpkg -s libseccomp-dev >/dev/null 2>&1 || \
+	  { DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap libseccomp-dev pkg-config >/dev/null; }
+	@test -x $(GOTESTSUM) || $(GO) install gotest.tools/gotestsum@$(GOTESTSUM_VERSION)
+
+docker:
+	@docker info >/dev/null 2>&1 || ../shared/env/docker-up
+
+# Unit tests: no Docker, no cluster.
+test:
+	$(GO) vet ./...
+	$(GO) test -short -count=1 ./...
+
+images: deps docker build
+	./bin/skewer images build --version $(subst $() ,$(comma),$(VERSIONS))
+
+# The certification suites on real kind clusters, building what they lack.
+e2e: images
+	mkdir -p $(ARTIFACTS)
+	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit.xml --format testname -- \
+	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/... -args -v=0
+
+bench: images
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 90m ./bench/...
+
+clean:
+	rm -rf bin $(ARTIFACTS)
+
+comma := ,

@@ -1,0 +1,266 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	kind "sigs.k8s.io/kind/pkg/cluster"
+	"sigs.k8s.io/kind/pkg/cluster/nodes"
+	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
+
+	"github.com/skewer-k8s/skewer/internal/docker"
+	"github.com/skewer-k8s/skewer/internal/run"
+)
+
+// Cluster is a handle on a kind cluster made (or adopted) by skewer.
+type Cluster struct {
+	Name string
+	// Dir holds the cluster's kubeconfig, audit policy and audit logs.
+	Dir      string
+	provider *kind.Provider
+	log      *progress
+}
+
+// Options tune Create and Open.
+type Options struct {
+	// StateDir is where each cluster's files live (default: StateDir()).
+	StateDir string
+	// Out receives progress lines (default: os.Stderr).
+	Out io.Writer
+	// Retain keeps the node containers of a failed create for debugging.
+	Retain bool
+	// WaitForReady bounds the wait for every node to be Ready.
+	WaitForReady time.Duration
+}
+
+// StateDir is $SKEWER_STATE, else the user cache directory's skewer/clusters.
+func StateDir() string {
+	if d := os.Getenv("SKEWER_STATE"); d != "" {
+		return d
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		d = os.TempDir()
+	}
+	return filepath.Join(d, "skewer", "clusters")
+}
+
+func (o *Options) defaults() {
+	if o.StateDir == "" {
+		o.StateDir = StateDir()
+	}
+	if o.Out == nil {
+		o.Out = os.Stderr
+	}
+	if o.WaitForReady == 0 {
+		o.WaitForReady = 4 * time.Minute
+	}
+}
+
+func newProvider(p *progress) *kind.Provider {
+	return kind.NewProvider(kind.ProviderWithDocker(), kind.ProviderWithLogger(p))
+}
+
+// Open adopts an existing cluster by name.
+func Open(ctx context.Context, name string, o Options) (*Cluster, error) {
+	o.defaults()
+	p := newProgress(o.Out)
+	c := &Cluster{Name: name, Dir: filepath.Join(o.StateDir, name), provider: newProvider(p), log: p}
+	names, err := c.provider.List()
+	if err != nil {
+		return nil, fmt.Errorf("failed to list kind clusters: %w", err)
+	}
+	for _, n := range names {
+		if n == name {
+			if _, err := os.Stat(c.Kubeconfig()); err != nil {
+				if err := c.provider.ExportKubeConfig(name, c.Kubeconfig(), false); err != nil {
+					return nil, fmt.Errorf("failed to write kubeconfig of cluster %q: %w", name, err)
+				}
+			}
+			return c, nil
+		}
+	}
+	return nil, fmt.Errorf("no kind cluster named %q", name)
+}
+
+// Kubeconfig is the path of the cluster's own kubeconfig; the user's
+// ~/.kube/config is never touched.
+func (c *Cluster) Kubeconfig() string { return layout{c.Dir}.kubeconfig() }
+
+// Delete removes the cluster's containers and network entries, and its
+// state directory unless keep is set.
+func (c *Cluster) Delete(ctx context.Context, keepFiles bool) error {
+	if err := c.provider.Delete(c.Name, c.Kubeconfig()); err != nil {
+		return fmt.Errorf("failed to delete cluster %q: %w", c.Name, err)
+	}
+	if !keepFiles {
+		return os.RemoveAll(c.Dir)
+	}
+	return nil
+}
+
+// Node is one node of the cluster.
+type Node struct {
+	nodes.Node
+	Name string
+	Role string
+}
+
+// Run runs argv on the node and returns its trimmed output.
+func (n Node) Run(ctx context.Context, argv ...string) (string, error) {
+	return docker.Exec(ctx, n.Name, argv...)
+}
+
+// Nodes lists the cluster's nodes (not its load balancer), sorted by name.
+func (c *Cluster) Nodes(ctx context.Context) ([]Node, error) {
+	all, err := c.provider.ListNodes(c.Name)
+	if err != nil {
+		return nil, fmt.Errorf("failed to list nodes of %q: %w", c.Name, err)
+	}
+	var out []Node
+	for _, n := range all {
+		role, err := n.Role()
+		if err != nil {
+			return nil, err
+		}
+		if role == "external-load-balancer" {
+			continue
+		}
+		out = append(out, Node{Node: n, Name: n.String(), Role: role})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (c *Cluster) byRole(ctx context.Context, role string) ([]Node, error) {
+	all, err := c.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Node
+	for _, n := range all {
+		if n.Role == role {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// ControlPlanes lists the control-plane nodes.
+func (c *Cluster) ControlPlanes(ctx context.Context) ([]Node, error) {
+	return c.byRole(ctx, "control-plane")
+}
+
+// Workers lists the worker nodes.
+func (c *Cluster) Workers(ctx context.Context) ([]Node, error) { return c.byRole(ctx, "worker") }
+
+// BootstrapControlPlane is the node kubeadm init ran on.
+func (c *Cluster) BootstrapControlPlane(ctx context.Context) (Node, error) {
+	all, err := c.provider.ListNodes(c.Name)
+	if err != nil {
+		return Node{}, err
+	}
+	n, err := nodeutils.BootstrapControlPlaneNode(all)
+	if err != nil {
+		return Node{}, err
+	}
+	return Node{Node: n, Name: n.String(), Role: "control-plane"}, nil
+}
+
+// SecondaryControlPlanes are the control planes other than the bootstrap one.
+func (c *Cluster) SecondaryControlPlanes(ctx context.Context) ([]Node, error) {
+	boot, err := c.BootstrapControlPlane(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cps, err := c.ControlPlanes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Node
+	for _, n := range cps {
+		if n.Name != boot.Name {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// RESTConfig is the config for the load-balanced endpoint.
+func (c *Cluster) RESTConfig() (*rest.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
+	if err != nil {
+		return nil, fmt.Errorf("failed to load kubeconfig %s: %w", c.Kubeconfig(), err)
+	}
+	return cfg, nil
+}
+
+// Client is a clientset for the load-balanced endpoint.
+func (c *Cluster) Client() (*kubernetes.Clientset, error) {
+	cfg, err := c.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// APIServerConfig is a config that reaches node's own apiserver directly,
+// past the load balancer, through the port kind publishes for every control
+// plane on the host's loopback (so it works where container IPs are not routable).
+func (c *Cluster) APIServerConfig(ctx context.Context, node Node) (*rest.Config, error) {
+	out, err := run.Command("docker", "port", node.Name, fmt.Sprintf("%d/tcp", APIServerPort)).String(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("node %s publishes no apiserver port: %w", node.Name, err)
+	}
+	var hostPort string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "127.0.0.1:") {
+			hostPort = strings.TrimSpace(line)
+		}
+	}
+	if hostPort == "" {
+		return nil, fmt.Errorf("node %s publishes its apiserver port on no loopback address (%q)", node.Name, out)
+	}
+	cfg, err := c.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.Host = "https://" + hostPort
+	return cfg, nil
+}
+
+// APIServerClient is a clientset for node's own apiserver.
+func (c *Cluster) APIServerClient(ctx context.Context, node Node) (*kubernetes.Clientset, error) {
+	cfg, err := c.APIServerConfig(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// ExportLogs writes node logs (kind's export) and every apiserver's audit
+// log under dir.
+func (c *Cluster) ExportLogs(ctx context.Context, dir string) error {
+	var errs []error
+	if err := c.provider.CollectLogs(c.Name, filepath.Join(dir, "logs")); err != nil {
+		errs = append(errs, fmt.Errorf("failed to export node logs: %w", err))
+	}
+	auditSrc := filepath.Join(c.Dir, "audit")
+	if _, err := os.Stat(auditSrc); err == nil {
+		if err := run.Command("cp", "-r", auditSrc, filepath.Join(dir, "audit")).Run(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

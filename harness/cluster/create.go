@@ -1,0 +1,155 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	kind "sigs.k8s.io/kind/pkg/cluster"
+
+	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/internal/docker"
+)
+
+// ImageResolver makes sure a node image of a version exists and names it.
+type ImageResolver func(ctx context.Context, version string) (string, error)
+
+// Create validates the spec, makes sure every node image exists (through
+// resolve), adapts to the host and creates the cluster through kind's Go
+// library. Nothing is created when the input is bad. If ctx is cancelled
+// mid-way, whatever was created is deleted before Create returns.
+func Create(ctx context.Context, s *Spec, resolve ImageResolver, o Options) (*Cluster, error) {
+	o.defaults()
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	if err := docker.Ping(ctx); err != nil {
+		return nil, err
+	}
+	p := newProgress(o.Out)
+	c := &Cluster{Name: s.Name, Dir: filepath.Join(o.StateDir, s.Name), provider: newProvider(p), log: p}
+	existing, err := c.provider.List()
+	if err != nil {
+		return nil, fmt.Errorf("failed to list kind clusters: %w", err)
+	}
+	for _, n := range existing {
+		if n == s.Name {
+			return nil, fmt.Errorf("a cluster named %q already exists (delete it with: skewer down --name %s)", s.Name, s.Name)
+		}
+	}
+	var image string
+	for _, v := range s.Versions() {
+		p.Infof("node image for %s", v)
+		if image, err = resolve(ctx, v); err != nil {
+			return nil, err
+		}
+	}
+	host, err := ProbeHost(ctx, image)
+	if err != nil {
+		return nil, err
+	}
+	p.Infof("host: cgroup v1=%t, restrict_oom_score_adj=%t", host.CgroupV1, host.RestrictOOMScoreAdj)
+	l := layout{c.Dir}
+	cfg, err := kindConfig(s, host, l)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeState(s, l); err != nil {
+		return nil, err
+	}
+	p.Infof("creating cluster %q (%d control planes, %d workers, versions %v); kubeconfig %s",
+		s.Name, s.ControlPlanes, s.Workers, s.Versions(), c.Kubeconfig())
+	done := make(chan error, 1)
+	go func() {
+		done <- c.provider.Create(s.Name,
+			kind.CreateWithV1Alpha4Config(cfg),
+			kind.CreateWithKubeconfigPath(c.Kubeconfig()),
+			kind.CreateWithRetain(o.Retain),
+			kind.CreateWithWaitForReady(o.WaitForReady),
+			kind.CreateWithDisplayUsage(false),
+			kind.CreateWithDisplaySalutation(false))
+	}()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		// kind takes no context: deleting the containers under it makes it
+		// fail fast; then clean up whatever it made in between.
+		p.Infof("interrupted: deleting cluster %q", s.Name)
+		_ = c.provider.Delete(s.Name, c.Kubeconfig())
+		<-done
+		_ = c.Delete(context.Background(), false)
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		if !o.Retain {
+			_ = c.Delete(context.Background(), true)
+		}
+		return nil, fmt.Errorf("failed to create cluster %q: %w", s.Name, err)
+	}
+	p.Infof("cluster %q ready", s.Name)
+	return c, nil
+}
+
+// writeState writes the files the nodes mount: the audit policy, a log
+// directory per control plane and kubeadm patches where a node needs them.
+func writeState(s *Spec, l layout) error {
+	if err := os.MkdirAll(l.dir, 0o755); err != nil {
+		return err
+	}
+	policy := []byte(DefaultAuditPolicy)
+	if s.AuditPolicy != "" {
+		var err error
+		if policy, err = os.ReadFile(s.AuditPolicy); err != nil {
+			return fmt.Errorf("failed to read audit policy: %w", err)
+		}
+	}
+	if err := os.WriteFile(l.auditPolicy(), policy, 0o644); err != nil {
+		return err
+	}
+	bootstrap := s.ControlPlaneVersion(0)
+	for i := 0; i < s.ControlPlanes; i++ {
+		name := kindNodeName(s.Name, "control-plane", i)
+		if err := os.MkdirAll(l.auditDir(name), 0o755); err != nil {
+			return err
+		}
+		var extra map[string]string
+		if i < len(s.ControlPlaneAPIServerArgs) {
+			extra = s.ControlPlaneAPIServerArgs[i]
+		}
+		v := s.ControlPlaneVersion(i)
+		if len(extra) == 0 && v == bootstrap {
+			continue
+		}
+		pv, _ := nodeimage.ParseVersion(v)
+		dir := l.patches(name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		for file, body := range staticPodPatches("v"+pv.String(), extra) {
+			if err := os.WriteFile(filepath.Join(dir, file), []byte(body), 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// DefaultAuditPolicy logs every request at Metadata level, so audit
+// completeness can be counted for any resource.
+const DefaultAuditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: None
+  users: ["system:apiserver"]
+  verbs: ["get"]
+  resources:
+  - group: "coordination.k8s.io"
+    resources: ["leases"]
+- level: Metadata
+`
+
+// elapsed formats a duration for progress lines.
+func elapsed(d time.Duration) string { return d.Round(100 * time.Millisecond).String() }

@@ -1,0 +1,205 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+
+	"github.com/skewer-k8s/skewer/harness/nodeimage"
+)
+
+// Paths inside control-plane nodes.
+const (
+	auditPolicyDir = "/etc/kubernetes/audit"
+	auditLogDir    = "/var/log/kubernetes/audit"
+	// AuditLogFile is where every apiserver writes its audit log.
+	AuditLogFile = auditLogDir + "/audit.log"
+	patchesDir   = "/etc/skewer/patches"
+	// APIServerPort is the port every apiserver listens on in its node.
+	APIServerPort = 6443
+)
+
+// Host is what the cluster must adapt to on this machine, found by probing.
+type Host struct {
+	// CgroupV1 means kubelet 1.35+ must be told not to fail on cgroup v1.
+	CgroupV1 bool
+	// RestrictOOMScoreAdj means runc in a node cannot lower oom_score_adj.
+	RestrictOOMScoreAdj bool
+}
+
+// layout says where a cluster's host-side files live.
+type layout struct {
+	dir string
+}
+
+func (l layout) auditPolicy() string     { return filepath.Join(l.dir, "audit-policy.yaml") }
+func (l layout) auditDir(node string) string { return filepath.Join(l.dir, "audit", node) }
+func (l layout) patches(node string) string  { return filepath.Join(l.dir, "patches", node) }
+func (l layout) kubeconfig() string      { return filepath.Join(l.dir, "kubeconfig") }
+
+// kindNodeName is the name kind gives the i-th node of a role.
+func kindNodeName(cluster string, role v1alpha4.NodeRole, i int) string {
+	base := fmt.Sprintf("%s-%s", cluster, role)
+	if i == 0 {
+		return base
+	}
+	return fmt.Sprintf("%s%d", base, i+1)
+}
+
+// kindConfig turns a Spec into kind's configuration, with every host-side
+// path under l.
+func kindConfig(s *Spec, h Host, l layout) (*v1alpha4.Cluster, error) {
+	cfg := &v1alpha4.Cluster{
+		TypeMeta:      v1alpha4.TypeMeta{Kind: "Cluster", APIVersion: "kind.x-k8s.io/v1alpha4"},
+		Name:          s.Name,
+		FeatureGates:  map[string]bool{},
+		RuntimeConfig: map[string]string{},
+	}
+	for k, v := range s.FeatureGates {
+		cfg.FeatureGates[k] = v
+	}
+	for k, v := range s.RuntimeConfig {
+		cfg.RuntimeConfig[k] = v
+	}
+	args := map[string]string{
+		"audit-policy-file":   auditPolicyDir + "/policy.yaml",
+		"audit-log-path":      AuditLogFile,
+		"audit-log-maxsize":   "200",
+		"audit-log-maxbackup": "5",
+	}
+	if s.ProxyEnabled() {
+		args["peer-ca-file"] = "/etc/kubernetes/pki/ca.crt"
+		for _, v := range s.Versions() {
+			if pv, _ := nodeimage.ParseVersion(v); pv != nil && pv.Minor() < 36 {
+				// Beta and on by default from 1.36; alpha before.
+				cfg.FeatureGates["UnknownVersionInteroperabilityProxy"] = true
+			}
+		}
+	}
+	for k, v := range s.APIServerArgs {
+		args[k] = v
+	}
+	cfg.KubeadmConfigPatchesJSON6902 = apiServerPatches(args)
+	if h.CgroupV1 {
+		cfg.KubeadmConfigPatches = append(cfg.KubeadmConfigPatches,
+			"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfailCgroupV1: false\n")
+	}
+	if h.RestrictOOMScoreAdj {
+		cfg.ContainerdConfigPatches = append(cfg.ContainerdConfigPatches,
+			"[plugins.\"io.containerd.grpc.v1.cri\"]\n  restrict_oom_score_adj = true\n")
+	}
+	bootstrap, err := nodeimage.ParseVersion(s.ControlPlaneVersion(0))
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i < s.ControlPlanes; i++ {
+		name := kindNodeName(s.Name, v1alpha4.ControlPlaneRole, i)
+		v, err := nodeimage.ParseVersion(s.ControlPlaneVersion(i))
+		if err != nil {
+			return nil, err
+		}
+		n := v1alpha4.Node{
+			Role:  v1alpha4.ControlPlaneRole,
+			Image: nodeimage.Ref(v),
+			ExtraMounts: []v1alpha4.Mount{
+				{HostPath: l.auditPolicy(), ContainerPath: auditPolicyDir + "/policy.yaml", Readonly: true},
+				{HostPath: l.auditDir(name), ContainerPath: auditLogDir},
+			},
+		}
+		var extra map[string]string
+		if i < len(s.ControlPlaneAPIServerArgs) {
+			extra = s.ControlPlaneAPIServerArgs[i]
+		}
+		// A node at a version other than the cluster's is joined by kubeadm
+		// with the cluster's component versions; patch its static Pods to its own.
+		if len(extra) > 0 || !v.EqualTo(bootstrap) {
+			n.ExtraMounts = append(n.ExtraMounts, v1alpha4.Mount{HostPath: l.patches(name), ContainerPath: patchesDir, Readonly: true})
+			n.KubeadmConfigPatches = append(n.KubeadmConfigPatches, patchesDirectoryPatches(v.Minor())...)
+		}
+		cfg.Nodes = append(cfg.Nodes, n)
+	}
+	for i := 0; i < s.Workers; i++ {
+		v, err := nodeimage.ParseVersion(s.WorkerVersion(i))
+		if err != nil {
+			return nil, err
+		}
+		cfg.Nodes = append(cfg.Nodes, v1alpha4.Node{Role: v1alpha4.WorkerRole, Image: nodeimage.Ref(v)})
+	}
+	return cfg, nil
+}
+
+// kubeadmAPIVersion is the kubeadm config API kind generates for a minor.
+func kubeadmAPIVersion(minor uint) string {
+	if minor >= 36 {
+		return "v1beta4"
+	}
+	return "v1beta3"
+}
+
+// apiServerPatches adds flags and the audit volumes to the apiserver in
+// ClusterConfiguration, in the shape of each kubeadm API kind may generate:
+// a map of flags in v1beta3, a list of name/value pairs in v1beta4.
+func apiServerPatches(args map[string]string) []v1alpha4.PatchJSON6902 {
+	names := make([]string, 0, len(args))
+	for k := range args {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	volumes := []map[string]any{
+		{"name": "audit-policy", "hostPath": auditPolicyDir, "mountPath": auditPolicyDir, "readOnly": true, "pathType": "DirectoryOrCreate"},
+		{"name": "audit-log", "hostPath": auditLogDir, "mountPath": auditLogDir, "pathType": "DirectoryOrCreate"},
+	}
+	var v3, v4 []map[string]any
+	for _, k := range names {
+		v3 = append(v3, map[string]any{"op": "add", "path": "/apiServer/extraArgs/" + escapePointer(k), "value": args[k]})
+		v4 = append(v4, map[string]any{"op": "add", "path": "/apiServer/extraArgs/-", "value": map[string]string{"name": k, "value": args[k]}})
+	}
+	vol := map[string]any{"op": "add", "path": "/apiServer/extraVolumes", "value": volumes}
+	v3 = append(v3, vol)
+	v4 = append(v4, vol)
+	mk := func(version string, ops []map[string]any) v1alpha4.PatchJSON6902 {
+		b, _ := json.Marshal(ops)
+		return v1alpha4.PatchJSON6902{Group: "kubeadm.k8s.io", Version: version, Kind: "ClusterConfiguration", Patch: string(b)}
+	}
+	return []v1alpha4.PatchJSON6902{mk("v1beta3", v3), mk("v1beta4", v4)}
+}
+
+func escapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// patchesDirectoryPatches point kubeadm init and join at the node's patches.
+func patchesDirectoryPatches(minor uint) []string {
+	var out []string
+	for _, kind := range []string{"InitConfiguration", "JoinConfiguration"} {
+		out = append(out, fmt.Sprintf("apiVersion: kubeadm.k8s.io/%s\nkind: %s\npatches:\n  directory: %s\n",
+			kubeadmAPIVersion(minor), kind, patchesDir))
+	}
+	return out
+}
+
+// staticPodPatches are kubeadm patch files for a control plane at version v
+// with extra apiserver flags: file name -> JSON patch.
+func staticPodPatches(v string, extra map[string]string) map[string]string {
+	files := map[string]string{}
+	for _, c := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		ops := []map[string]any{{"op": "replace", "path": "/spec/containers/0/image", "value": "registry.k8s.io/" + c + ":" + v}}
+		if c == "kube-apiserver" {
+			keys := make([]string, 0, len(extra))
+			for k := range extra {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				ops = append(ops, map[string]any{"op": "add", "path": "/spec/containers/0/command/-", "value": "--" + k + "=" + extra[k]})
+			}
+		}
+		b, _ := json.Marshal(ops)
+		files[c+"+json.json"] = string(b)
+	}
+	return files
+}

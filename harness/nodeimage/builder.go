@@ -1,0 +1,166 @@
+package nodeimage
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/version"
+
+	"github.com/skewer-k8s/skewer/internal/docker"
+)
+
+// Builder makes node images offline, from the Go module proxy and Debian
+// packages only. Every artifact is cached by a key derived from its inputs.
+type Builder struct {
+	// CacheDir holds build outputs and wrapper modules (default: DefaultCacheDir()).
+	CacheDir string
+	// Out receives one progress line per step (default: os.Stderr).
+	Out io.Writer
+
+	mu sync.Mutex // serialises progress lines
+}
+
+// DefaultCacheDir is $SKEWER_CACHE, else the user cache directory's skewer/.
+func DefaultCacheDir() string {
+	if d := os.Getenv("SKEWER_CACHE"); d != "" {
+		return d
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		d = os.TempDir()
+	}
+	return filepath.Join(d, "skewer")
+}
+
+func (b *Builder) cacheDir(parts ...string) string {
+	if b.CacheDir == "" {
+		b.CacheDir = DefaultCacheDir()
+	}
+	return filepath.Join(append([]string{b.CacheDir}, parts...)...)
+}
+
+func (b *Builder) out() io.Writer {
+	if b.Out == nil {
+		return os.Stderr
+	}
+	return b.Out
+}
+
+func (b *Builder) logf(format string, args ...any) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	fmt.Fprintf(b.out(), format+"\n", args...)
+}
+
+// step runs fn as a named step, printing its start, a heartbeat while it runs
+// long, and its outcome with the elapsed time.
+func (b *Builder) step(ctx context.Context, name string, fn func(ctx context.Context) (cached bool, err error)) error {
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(20 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				b.logf("  ... %s (%s)", name, time.Since(start).Round(time.Second))
+			}
+		}
+	}()
+	cached, err := fn(ctx)
+	close(done)
+	elapsed := time.Since(start).Round(100 * time.Millisecond)
+	switch {
+	case err != nil:
+		b.logf("  ✗ %s (%s): %v", name, elapsed, err)
+		return fmt.Errorf("failed to build %s: %w", name, err)
+	case cached:
+		b.logf("  ✓ %s (cached)", name)
+	default:
+		b.logf("  ✓ %s (built in %s)", name, elapsed)
+	}
+	return nil
+}
+
+// cacheKey is a short digest of everything that determines an artifact.
+func cacheKey(parts ...string) string {
+	h := sha256.New()
+	h.Write([]byte(recipeRevision + "\x00" + runtime.Version() + "\x00" + runtime.GOARCH))
+	for _, p := range parts {
+		h.Write([]byte{0})
+		h.Write([]byte(p))
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// imageCurrent says whether ref exists and was built from key.
+func imageCurrent(ctx context.Context, ref, key string) bool {
+	v, ok := docker.ImageLabel(ctx, ref, keyLabel)
+	return ok && v == key
+}
+
+// labels are the docker --change lines every image skewer builds carries.
+func labels(key string) []string {
+	return []string{
+		fmt.Sprintf("LABEL %s=local %s=%s", LocalBuildLabel, keyLabel, key),
+	}
+}
+
+// Build makes the node image for Kubernetes version v, building only what
+// the cache lacks, and returns its reference.
+func (b *Builder) Build(ctx context.Context, v *version.Version) (string, error) {
+	if err := docker.Ping(ctx); err != nil {
+		return "", err
+	}
+	start := time.Now()
+	b.logf("building node image %s offline (cache %s)", Ref(v), b.cacheDir())
+	p := &plan{b: b, v: v}
+	steps := []struct {
+		name string
+		fn   func(context.Context) (bool, error)
+	}{
+		{"Kubernetes v" + v.String() + " binaries", p.kubeBinaries},
+		{"Debian " + debianSuite + " root filesystems", p.rootfs},
+		{"kind base image (containerd, runc, crictl, CNI plugins)", p.baseImage},
+		{"component images for v" + v.String(), p.componentImages},
+		{"stand-in images (load balancer, CNI)", p.standIns},
+		{"node image " + Ref(v), p.nodeImage},
+	}
+	for _, s := range steps {
+		if err := b.step(ctx, s.name, s.fn); err != nil {
+			return "", err
+		}
+	}
+	b.logf("node image %s ready in %s", Ref(v), time.Since(start).Round(100*time.Millisecond))
+	return Ref(v), nil
+}
+
+// plan carries what earlier steps produced to later ones.
+type plan struct {
+	b *Builder
+	v *version.Version
+
+	kubeDir    string   // kubeadm, kubelet, kubectl, kube-* binaries
+	kubeKey    string   // cache key of kubeDir
+	baseKey    string   // cache key of the kind base image
+	slimKey    string   // cache key of the slim Debian image
+	nodeRootfs string   // the node root filesystem image
+	imageTars  []string // docker-archive tars to preload into the node
+	imagesKey  string   // combined cache key of imageTars
+	cniRef     string   // the CNI stand-in image reference
+}
+
+func (p *plan) gitVersion() string { return "v" + p.v.String() }
+
+func joinKeys(keys ...string) string { return strings.Join(keys, ",") }

@@ -1,0 +1,87 @@
+package nodeimage
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/skewer-k8s/skewer/internal/docker"
+	"github.com/skewer-k8s/skewer/internal/run"
+)
+
+// Source says where a node image may come from.
+type Source string
+
+const (
+	// SourceBuild uses a current local image, else builds one offline (the default).
+	SourceBuild Source = "build"
+	// SourceLocal uses only an image already on this machine.
+	SourceLocal Source = "local"
+	// SourcePull pulls the pinned kindest/node digest. Opt-in only: a
+	// certification run is hermetic by default.
+	SourcePull Source = "pull"
+)
+
+// ParseSource validates a --image-source value.
+func ParseSource(s string) (Source, error) {
+	switch Source(s) {
+	case SourceBuild, SourceLocal, SourcePull:
+		return Source(s), nil
+	}
+	return "", fmt.Errorf("invalid image source %q: want build, local or pull", s)
+}
+
+// pinned are kindest/node images by digest, for --image-source=pull only.
+// kind v0.33.0 publishes this one as its default node image.
+var pinned = map[string]string{
+	"v1.37.0": "kindest/node:v1.37.0@sha256:a1ed56cfb0e7b93589bdf97c8cd566405a265939e3620fc4f5de89adff580ae5",
+}
+
+// Resolver finds node images and prints one line per version saying which
+// path it took.
+type Resolver struct {
+	Source  Source
+	Builder *Builder
+	Out     io.Writer
+}
+
+// Resolve returns the node image for version.
+func (r *Resolver) Resolve(ctx context.Context, version string) (string, error) {
+	v, err := ParseVersion(version)
+	if err != nil {
+		return "", err
+	}
+	out := r.Out
+	if out == nil {
+		out = io.Discard
+	}
+	switch r.Source {
+	case SourcePull:
+		ref, ok := pinned["v"+v.String()]
+		if !ok {
+			return "", fmt.Errorf("no pinned kindest/node digest for v%s; use --image-source=build", v)
+		}
+		if !docker.ImageExists(ctx, ref) {
+			fmt.Fprintf(out, "node image v%s: pulling %s (--image-source=pull)\n", v, ref)
+			if err := run.Command("docker", "pull", ref).Run(ctx); err != nil {
+				return "", err
+			}
+		} else {
+			fmt.Fprintf(out, "node image v%s: %s (pulled earlier)\n", v, ref)
+		}
+		return ref, nil
+	case SourceLocal:
+		if !docker.ImageExists(ctx, Ref(v)) {
+			return "", fmt.Errorf("no local node image %s (build it: skewer images build --version v%s)", Ref(v), v)
+		}
+		fmt.Fprintf(out, "node image v%s: %s (local)\n", v, Ref(v))
+		return Ref(v), nil
+	default:
+		b := r.Builder
+		if b == nil {
+			b = &Builder{Out: out}
+		}
+		fmt.Fprintf(out, "node image v%s: local build, built offline where the cache lacks it\n", v)
+		return b.Build(ctx, v)
+	}
+}

@@ -1,0 +1,137 @@
+package nodeimage
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/skewer-k8s/skewer/internal/run"
+)
+
+const modulePath = "github.com/skewer-k8s/skewer"
+
+// standIn is a program of this repository that stands in for an image kind
+// would otherwise pull.
+type standIn struct {
+	dir     string // package directory, relative to the module root
+	binary  string // name of the executable in the image
+	ref     string // image reference kind or the node expects
+	extra   string // Dockerfile lines after COPY
+	withTag bool   // tag ref with the source key (kind does not name this image)
+}
+
+// sourceRoot finds the skewer module's source, from $SKEWER_SOURCE or by
+// walking up from the working directory.
+func sourceRoot() (string, error) {
+	if d := os.Getenv("SKEWER_SOURCE"); d != "" {
+		return d, nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if f, err := os.Open(filepath.Join(dir, "go.mod")); err == nil {
+			sc := bufio.NewScanner(f)
+			sc.Scan()
+			f.Close()
+			if strings.TrimSpace(sc.Text()) == "module "+modulePath {
+				return dir, nil
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("the stand-in images are built from skewer's source: run from the skewer checkout or set SKEWER_SOURCE")
+		}
+		dir = parent
+	}
+}
+
+// sourceKey digests the Go files of a package tree and the module's go.sum.
+func sourceKey(root, dir string) (string, error) {
+	h := sha256.New()
+	var files []string
+	err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+			files = append(files, path)
+		}
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	sort.Strings(files)
+	for _, f := range append(files, filepath.Join(root, "go.sum")) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return "", err
+		}
+		rel, _ := filepath.Rel(root, f)
+		fmt.Fprintf(h, "%s\x00%d\x00", rel, len(b))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func (p *plan) standIns(ctx context.Context) (bool, error) {
+	root, err := sourceRoot()
+	if err != nil {
+		return false, err
+	}
+	lb := standIn{dir: "standins/lb", binary: "envoy", ref: loadBalancerImage,
+		extra: "RUN mkdir -p /home/envoy\n"}
+	cni := standIn{dir: "standins/cni", binary: "kindnetd", ref: cniImageRepo, withTag: true,
+		extra: "COPY iptables-wrapper /usr/sbin/iptables-wrapper\n" + strings.SplitN(iptablesWrapperDockerfile, "\n", 2)[1]}
+	cached := true
+	var builds []componentBuild
+	for _, s := range []standIn{lb, cni} {
+		src, err := sourceKey(root, s.dir)
+		if err != nil {
+			return false, err
+		}
+		key := cacheKey("standin", s.dir, src, p.slimKey)
+		ref := s.ref
+		if s.withTag {
+			ref = fmt.Sprintf("%s:skewer-%s", s.ref, key[:12])
+			p.cniRef = ref
+		}
+		build := func(ctx context.Context, key string) error {
+			bin := p.b.cacheDir("bin", "standin-"+key)
+			if _, err := cachedDir(bin, func(out string) error {
+				cmd := run.Command("go", "build", "-trimpath", "-ldflags=-s -w -buildid=", "-o", filepath.Join(out, s.binary), "./"+s.dir)
+				cmd.Dir = root
+				cmd.Env = []string{"CGO_ENABLED=0"}
+				return cmd.Run(ctx)
+			}); err != nil {
+				return err
+			}
+			return dockerBuild(ctx, ref, map[string][]byte{
+				"Dockerfile":       []byte(fmt.Sprintf("FROM %s\nCOPY %s /usr/local/bin/%[2]s\n%s", p.slimRef(), s.binary, s.extra)),
+				"iptables-wrapper": []byte(iptablesWrapper),
+			}, map[string]string{s.binary: filepath.Join(bin, s.binary)}, key)
+		}
+		if s.ref == loadBalancerImage {
+			// kind starts the load balancer from the host's images; it is
+			// never preloaded into a node.
+			if imageCurrent(ctx, ref, key) {
+				continue
+			}
+			cached = false
+			if err := build(ctx, key); err != nil {
+				return false, err
+			}
+			continue
+		}
+		builds = append(builds, componentBuild{ref: ref, key: key, make: build})
+	}
+	saved, err := p.saveImages(ctx, builds)
+	return cached && saved, err
+}

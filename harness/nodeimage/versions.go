@@ -1,0 +1,53 @@
+package nodeimage
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/version"
+)
+
+// The pinned inputs of every image the builder makes besides Kubernetes itself.
+// Each is part of the cache key of the images built from it, so changing one
+// rebuilds exactly what depends on it.
+const (
+	containerdVersion = "v2.3.4" // what kind v0.33's base image ships
+	runcVersion       = "v1.5.3"
+	crictlVersion     = "v1.37.0" // cri-tools v1.36 is not served by the module proxy
+	cniPluginsVersion = "v1.9.1"
+	debianSuite       = "bookworm"
+	debianMirror      = "http://deb.debian.org/debian"
+
+	// recipeRevision changes whenever the recipe changes in a way that alters
+	// its output without changing any input above.
+	recipeRevision = "3"
+
+	// loadBalancerImage is the image kind v0.33 starts as its HA load balancer
+	// (sigs.k8s.io/kind/pkg/cluster/internal/loadbalancer.Image).
+	loadBalancerImage = "docker.io/envoyproxy/envoy:v1.36.2"
+	// cniImageRepo names the stand-in for kindnetd inside node images.
+	cniImageRepo = "docker.io/kindest/kindnetd"
+	// kindSandboxImage is the sandbox image kind's base containerd config names.
+	kindSandboxImage = "registry.k8s.io/pause:3.10"
+
+	// Repo is the repository of node images built by skewer.
+	Repo = "skewer.local/node"
+	// LocalBuildLabel marks every image skewer built on this machine.
+	LocalBuildLabel = "io.skewer.build"
+	keyLabel        = "io.skewer.key"
+)
+
+// ParseVersion accepts a Kubernetes release version such as v1.36.3 or 1.36.3.
+func ParseVersion(s string) (*version.Version, error) {
+	if !strings.HasPrefix(s, "v") {
+		s = "v" + s
+	}
+	v, err := version.ParseSemantic(s)
+	if err != nil {
+		return nil, fmt.Errorf("invalid Kubernetes version %q: want vMAJOR.MINOR.PATCH, e.g. v1.36.3", s)
+	}
+	return v, nil
+}
+
+// Ref is the node image reference for a Kubernetes version built by skewer.
+func Ref(v *version.Version) string { return Repo + ":v" + v.String() }

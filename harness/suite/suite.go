@@ -1,0 +1,184 @@
+// Package suite wires a go test package to one kind cluster on
+// e2e-framework: TestMain creates the cluster from a profile (or reuses one
+// named by a flag), prints the effective configuration, exports node and
+// audit logs when anything failed, and deletes the cluster unless asked to
+// keep it - also on Ctrl-C and SIGTERM.
+package suite
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/e2e-framework/pkg/env"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/yaml"
+
+	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/nodeimage"
+)
+
+var (
+	flagCluster     = flag.String("skewer.cluster", "", "reuse this existing cluster instead of creating one (it is kept)")
+	flagProfile     = flag.String("skewer.profile", "", "cluster profile (default: the suite's)")
+	flagVersion     = flag.String("skewer.version", "", "Kubernetes version of every node (default: the profile's)")
+	flagRetain      = flag.Bool("skewer.retain", false, "keep the cluster after the suite")
+	flagImageSource = flag.String("skewer.image-source", "build", "node images: build, local or pull")
+)
+
+// Suite is one package's cluster and test environment.
+type Suite struct {
+	Env     env.Environment
+	Cluster *cluster.Cluster
+	Spec    *cluster.Spec
+	// Artifacts is this suite's evidence directory.
+	Artifacts string
+
+	created bool
+	failed  atomic.Bool
+	once    sync.Once
+}
+
+// Failed says whether any test of the suite has failed so far.
+func (s *Suite) Failed() bool { return s.failed.Load() }
+
+// ArtifactsDir is $ARTIFACTS, else ./_artifacts.
+func ArtifactsDir() string {
+	if d := os.Getenv("ARTIFACTS"); d != "" {
+		return d
+	}
+	return "_artifacts"
+}
+
+// Main is the whole TestMain of a suite package using profile.
+func Main(m *testing.M, profile string, s **Suite) {
+	code, err := run(m, profile, s)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "suite:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func run(m *testing.M, profile string, out **Suite) (int, error) {
+	cfg, err := envconf.NewFromFlags()
+	if err != nil {
+		return 1, err
+	}
+	if testing.Short() {
+		fmt.Fprintln(os.Stderr, "suite: skipped in -short mode (needs Docker and a kind cluster)")
+		return 0, nil
+	}
+	if *flagProfile != "" {
+		profile = *flagProfile
+	}
+	s := &Suite{}
+	*out = s
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := s.setup(ctx, profile); err != nil {
+		return 1, err
+	}
+	// Ctrl-C or SIGTERM while tests run: clean up, then leave.
+	go func() {
+		<-ctx.Done()
+		fmt.Fprintln(os.Stderr, "suite: interrupted, cleaning up")
+		s.teardown(true)
+		os.Exit(130)
+	}()
+	s.Env = env.NewWithConfig(cfg.WithKubeconfigFile(s.Cluster.Kubeconfig()))
+	s.Env.AfterEachTest(func(ctx context.Context, _ *envconf.Config, t *testing.T) (context.Context, error) {
+		if t.Failed() {
+			s.failed.Store(true)
+		}
+		return ctx, nil
+	})
+	code := s.Env.Run(m)
+	s.teardown(code != 0 || s.Failed())
+	return code, nil
+}
+
+func (s *Suite) setup(ctx context.Context, profile string) error {
+	start := time.Now()
+	if *flagCluster != "" {
+		c, err := cluster.Open(ctx, *flagCluster, cluster.Options{})
+		if err != nil {
+			return err
+		}
+		s.Cluster = c
+	} else {
+		path, err := cluster.FindProfile(profile)
+		if err != nil {
+			return err
+		}
+		spec, err := cluster.LoadProfile(path)
+		if err != nil {
+			return err
+		}
+		if *flagVersion != "" {
+			spec.Version = *flagVersion
+		}
+		s.Spec = spec
+		src, err := nodeimage.ParseSource(*flagImageSource)
+		if err != nil {
+			return err
+		}
+		r := &nodeimage.Resolver{Source: src, Out: os.Stderr}
+		c, err := cluster.Create(ctx, spec, r.Resolve, cluster.Options{})
+		if err != nil {
+			return err
+		}
+		s.Cluster, s.created = c, true
+	}
+	s.Artifacts = filepath.Join(ArtifactsDir(), "clusters", s.Cluster.Name)
+	s.printConfig(time.Since(start))
+	return nil
+}
+
+func (s *Suite) printConfig(took time.Duration) {
+	eff := map[string]any{
+		"cluster":    s.Cluster.Name,
+		"created":    s.created,
+		"kubeconfig": s.Cluster.Kubeconfig(),
+		"artifacts":  s.Artifacts,
+		"retain":     *flagRetain,
+		"setup":      took.Round(time.Second).String(),
+	}
+	if s.Spec != nil {
+		eff["spec"] = s.Spec
+	}
+	b, _ := yaml.Marshal(eff)
+	fmt.Fprintf(os.Stderr, "--- effective configuration ---\n%s-------------------------------\n", b)
+}
+
+// teardown exports evidence when something failed and deletes what this
+// suite created unless told to keep it. It runs once, with its own context.
+func (s *Suite) teardown(failed bool) {
+	s.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if failed {
+			if err := s.Cluster.ExportLogs(ctx, s.Artifacts); err != nil {
+				fmt.Fprintln(os.Stderr, "suite:", err)
+			}
+			fmt.Fprintf(os.Stderr, "suite: evidence in %s\n", s.Artifacts)
+		}
+		if !s.created || *flagRetain {
+			fmt.Fprintf(os.Stderr, "suite: keeping cluster %q (KUBECONFIG=%s)\n", s.Cluster.Name, s.Cluster.Kubeconfig())
+			return
+		}
+		if err := s.Cluster.Delete(ctx, false); err != nil {
+			fmt.Fprintln(os.Stderr, "suite:", err)
+		}
+	})
+}

@@ -1,0 +1,37 @@
+// Package cli holds skewer's commands.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Main runs the command line and returns the exit code. SIGINT and SIGTERM
+// cancel the context, so every command cleans up after itself.
+func Main(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := &cobra.Command{
+		Use:           "skewer",
+		Short:         "Prove Kubernetes control-plane upgrades and native sidecar migrations safe, on real kind clusters",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(imagesCommand(), upCommand(), downCommand())
+	root.SetArgs(args)
+	if err := root.ExecuteContext(ctx); err != nil {
+		if errors.Is(err, context.Canceled) {
+			fmt.Fprintln(os.Stderr, "skewer: interrupted")
+			return 130
+		}
+		fmt.Fprintln(os.Stderr, "skewer:", err)
+		return 1
+	}
+	return 0
+}

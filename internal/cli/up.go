@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/version"
+
+	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/nodeimage"
+)
+
+func parseVersions(in []string) ([]*version.Version, error) {
+	var out []*version.Version
+	for _, s := range in {
+		v, err := nodeimage.ParseVersion(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+type upFlags struct {
+	profile, name, version, imageSource string
+	cpVersions, workerVersions         []string
+	retain                             bool
+}
+
+func upCommand() *cobra.Command {
+	var f upFlags
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Create a cluster from a profile",
+		Example: `  skewer up --profile ha --version v1.35.4
+  skewer up --profile ha --version v1.35.4 --control-plane-versions v1.35.4,v1.35.4,v1.36.3`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			start := time.Now()
+			spec, err := specFromFlags(f)
+			if err != nil {
+				return err
+			}
+			src, err := nodeimage.ParseSource(f.imageSource)
+			if err != nil {
+				return err
+			}
+			r := &nodeimage.Resolver{Source: src, Out: cmd.ErrOrStderr()}
+			c, err := cluster.Create(cmd.Context(), spec, r.Resolve, cluster.Options{Out: cmd.ErrOrStderr(), Retain: f.retain})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "cluster %q up in %s\n", c.Name, time.Since(start).Round(time.Second))
+			fmt.Fprintf(cmd.OutOrStdout(), "export KUBECONFIG=%s\n", c.Kubeconfig())
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&f.profile, "profile", "ha", "profile name (clusters/<name>.yaml) or path")
+	cmd.Flags().StringVar(&f.name, "name", "", "cluster name (default: the profile's)")
+	cmd.Flags().StringVar(&f.version, "version", "", "Kubernetes version of every node (default: the profile's)")
+	cmd.Flags().StringSliceVar(&f.cpVersions, "control-plane-versions", nil, "version of each control plane, in order")
+	cmd.Flags().StringSliceVar(&f.workerVersions, "worker-versions", nil, "version of each worker, in order")
+	cmd.Flags().StringVar(&f.imageSource, "image-source", "build", "where node images come from: build (local, else built offline), local, or pull (pinned kindest/node digests)")
+	cmd.Flags().BoolVar(&f.retain, "retain", false, "keep the nodes of a failed create for debugging")
+	return cmd
+}
+
+func specFromFlags(f upFlags) (*cluster.Spec, error) {
+	path, err := cluster.FindProfile(f.profile)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := cluster.LoadProfile(path)
+	if err != nil {
+		return nil, err
+	}
+	if f.name != "" {
+		spec.Name = f.name
+	}
+	if f.version != "" {
+		spec.Version = f.version
+	}
+	if len(f.cpVersions) > 0 {
+		spec.ControlPlaneVersions = f.cpVersions
+	}
+	if len(f.workerVersions) > 0 {
+		spec.WorkerVersions = f.workerVersions
+	}
+	return spec, spec.Validate()
+}
+
+func downCommand() *cobra.Command {
+	var name string
+	cmd := &cobra.Command{
+		Use:   "down",
+		Short: "Delete a cluster: its containers, its network entries and its kubeconfig",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			start := time.Now()
+			c, err := cluster.Open(cmd.Context(), name, cluster.Options{Out: cmd.ErrOrStderr()})
+			if err != nil {
+				return err
+			}
+			if err := c.Delete(cmd.Context(), false); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "cluster %q deleted in %s\n", name, time.Since(start).Round(100*time.Millisecond))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "skewer-ha", "cluster name")
+	return cmd
+}

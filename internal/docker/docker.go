@@ -1,0 +1,97 @@
+// Package docker is the little of the docker CLI skewer needs, as argv lists
+// under a context.
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/skewer-k8s/skewer/internal/run"
+)
+
+// ErrNoEngine says no Docker engine answers.
+var ErrNoEngine = errors.New("no Docker engine answers (start one, e.g. ../shared/env/docker-up)")
+
+// Ping fails with ErrNoEngine when no engine answers.
+func Ping(ctx context.Context) error {
+	if _, err := run.Command("docker", "version", "--format", "{{.Server.Version}}").String(ctx); err != nil {
+		return fmt.Errorf("%w: %v", ErrNoEngine, err)
+	}
+	return nil
+}
+
+// ImageLabel returns the value of label on a local image, and whether the image exists.
+func ImageLabel(ctx context.Context, ref, label string) (value string, exists bool) {
+	out, err := run.Command("docker", "image", "inspect", "--format",
+		fmt.Sprintf("{{index .Config.Labels %q}}", label), ref).String(ctx)
+	if err != nil {
+		return "", false
+	}
+	if out == "<no value>" {
+		out = ""
+	}
+	return out, true
+}
+
+// ImageExists reports whether ref is a local image.
+func ImageExists(ctx context.Context, ref string) bool {
+	_, ok := ImageLabel(ctx, ref, "none")
+	return ok
+}
+
+// Import makes an image from a root filesystem tar stream.
+func Import(ctx context.Context, rootfs io.Reader, ref string, changes ...string) error {
+	args := []string{"docker", "import"}
+	for _, c := range changes {
+		args = append(args, "--change", c)
+	}
+	args = append(args, "-", ref)
+	cmd := run.Command(args...)
+	cmd.Stdin = rootfs
+	return cmd.Run(ctx)
+}
+
+// Save writes ref as a docker-archive tar to path.
+func Save(ctx context.Context, ref, path string) error {
+	return run.Command("docker", "save", "-o", path, ref).Run(ctx)
+}
+
+// Tag adds target as a name of src.
+func Tag(ctx context.Context, src, target string) error {
+	return run.Command("docker", "tag", src, target).Run(ctx)
+}
+
+// Remove deletes containers by name or ID, with their anonymous volumes.
+func Remove(ctx context.Context, names ...string) error {
+	return run.Command(append([]string{"docker", "rm", "-f", "-v"}, names...)...).Run(ctx)
+}
+
+// Exec runs argv in a running container.
+func Exec(ctx context.Context, container string, argv ...string) (string, error) {
+	return run.Command(append([]string{"docker", "exec", container}, argv...)...).String(ctx)
+}
+
+// ExecInput runs argv in a running container with stdin.
+func ExecInput(ctx context.Context, container string, stdin io.Reader, argv ...string) error {
+	cmd := run.Command(append([]string{"docker", "exec", "-i", container}, argv...)...)
+	cmd.Stdin = stdin
+	return cmd.Run(ctx)
+}
+
+// Copy copies a host path into a container (docker cp semantics).
+func Copy(ctx context.Context, src, container, dst string) error {
+	return run.Command("docker", "cp", src, container+":"+dst).Run(ctx)
+}
+
+// Images lists local images whose label is set, as "repo:tag<TAB>size<TAB>label value" rows.
+func Images(ctx context.Context, label string) ([]string, error) {
+	out, err := run.Command("docker", "image", "ls", "--filter", "label="+label,
+		"--format", "{{.Repository}}:{{.Tag}}\t{{.Size}}\t{{.CreatedSince}}").String(ctx)
+	if err != nil || out == "" {
+		return nil, err
+	}
+	return strings.Split(out, "\n"), nil
+}

@@ -1,0 +1,90 @@
+// Package run executes commands as argv lists under a context and keeps
+// their output for the error when they fail.
+package run
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+// Error is a failed command with the output it produced.
+type Error struct {
+	Args   []string
+	Output []byte
+	Err    error
+}
+
+func (e *Error) Error() string {
+	out := strings.TrimSpace(string(e.Output))
+	if len(out) > 4000 {
+		out = "..." + out[len(out)-4000:]
+	}
+	if out == "" {
+		return fmt.Sprintf("command %q failed: %v", strings.Join(e.Args, " "), e.Err)
+	}
+	return fmt.Sprintf("command %q failed: %v: %s", strings.Join(e.Args, " "), e.Err, out)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Cmd is one command to run.
+type Cmd struct {
+	Args  []string
+	Dir   string
+	Env   []string // added to the process environment
+	Stdin io.Reader
+	// Log, when set, receives the combined output as it is produced.
+	Log io.Writer
+}
+
+// Command returns a Cmd for argv.
+func Command(args ...string) *Cmd { return &Cmd{Args: args} }
+
+// Output runs the command and returns its standard output. On failure the
+// error carries stdout and stderr.
+func (c *Cmd) Output(ctx context.Context) ([]byte, error) {
+	var stdout, combined bytes.Buffer
+	cmd := c.build(ctx)
+	outs := []io.Writer{&stdout, &combined}
+	errs := []io.Writer{&combined}
+	if c.Log != nil {
+		outs = append(outs, c.Log)
+		errs = append(errs, c.Log)
+	}
+	cmd.Stdout = io.MultiWriter(outs...)
+	cmd.Stderr = io.MultiWriter(errs...)
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+		}
+		return stdout.Bytes(), &Error{Args: c.Args, Output: combined.Bytes(), Err: err}
+	}
+	return stdout.Bytes(), nil
+}
+
+// Run runs the command, discarding its output unless it fails.
+func (c *Cmd) Run(ctx context.Context) error {
+	_, err := c.Output(ctx)
+	return err
+}
+
+// String runs the command and returns its trimmed standard output.
+func (c *Cmd) String(ctx context.Context) (string, error) {
+	out, err := c.Output(ctx)
+	return strings.TrimSpace(string(out)), err
+}
+
+func (c *Cmd) build(ctx context.Context) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, c.Args[0], c.Args[1:]...)
+	cmd.Dir = c.Dir
+	cmd.Stdin = c.Stdin
+	if len(c.Env) > 0 {
+		cmd.Env = append(os.Environ(), c.Env...)
+	}
+	return cmd
+}

@@ -1,0 +1,223 @@
+package smoke
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/features"
+
+	"github.com/skewer-k8s/skewer/harness/audit"
+	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/internal/run"
+)
+
+func TestLifecycle(t *testing.T) {
+	f := features.New("cluster lifecycle").
+		Assess("every node is Ready and CoreDNS runs", nodesReadyAndCoreDNS).
+		Assess("each apiserver answers /version with its own node's version", apiserverVersions).
+		Assess("each control plane writes audit events for requests it serves", auditPerControlPlane).
+		Assess("a Pod on the worker reaches a Pod on a control plane by Pod IP and through a Service", podToPod).
+		Feature()
+	s.Env.Test(t, f)
+}
+
+func nodesReadyAndCoreDNS(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+	g := NewWithT(t)
+	cs, err := s.Cluster.Client()
+	g.Expect(err).NotTo(HaveOccurred())
+	nodes, err := s.Cluster.Nodes(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	if s.Spec != nil {
+		g.Expect(nodes).To(HaveLen(s.Spec.ControlPlanes+s.Spec.Workers), "node containers")
+	}
+	g.Eventually(ctx, func() ([]corev1.Node, error) {
+		l, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return l.Items, nil
+	}).WithTimeout(3*time.Minute).WithPolling(2*time.Second).Should(And(
+		HaveLen(len(nodes)),
+		HaveEach(HaveField("Status.Conditions", ContainElement(And(
+			HaveField("Type", corev1.NodeReady), HaveField("Status", corev1.ConditionTrue))))),
+	), "every node Ready")
+	g.Eventually(ctx, func() ([]corev1.Pod, error) {
+		l, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
+		if err != nil {
+			return nil, err
+		}
+		return l.Items, nil
+	}).WithTimeout(3*time.Minute).WithPolling(2*time.Second).Should(And(
+		Not(BeEmpty()),
+		HaveEach(And(HaveField("Status.Phase", corev1.PodRunning),
+			HaveField("Status.ContainerStatuses", HaveEach(HaveField("Ready", BeTrue()))))),
+	), "CoreDNS Pods running and ready")
+	return ctx
+}
+
+func apiserverVersions(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+	g := NewWithT(t)
+	cps, err := s.Cluster.ControlPlanes(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	for i, n := range cps {
+		want := nodeVersion(ctx, g, n)
+		if s.Spec != nil {
+			g.Expect(want).To(Equal(s.Spec.ControlPlaneVersion(i)), "node %s runs the version its spec gives", n.Name)
+		}
+		cs, err := s.Cluster.APIServerClient(ctx, n)
+		g.Expect(err).NotTo(HaveOccurred())
+		v, err := cs.Discovery().ServerVersion()
+		g.Expect(err).NotTo(HaveOccurred(), "GET /version from %s directly", n.Name)
+		g.Expect(v.GitVersion).To(Equal(want), "apiserver of %s", n.Name)
+		t.Logf("%s: apiserver %s, kubelet %s", n.Name, v.GitVersion, want)
+	}
+	return ctx
+}
+
+// nodeVersion is the version the node image says it carries.
+func nodeVersion(ctx context.Context, g Gomega, n cluster.Node) string {
+	out, err := n.Run(ctx, "cat", "/kind/version")
+	g.Expect(err).NotTo(HaveOccurred())
+	return strings.TrimSpace(out)
+}
+
+func auditPerControlPlane(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+	g := NewWithT(t)
+	cps, err := s.Cluster.ControlPlanes(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	name := fmt.Sprintf("smoke-audit-%d", time.Now().UnixNano())
+	for _, n := range cps {
+		cs, err := s.Cluster.APIServerClient(ctx, n)
+		g.Expect(err).NotTo(HaveOccurred())
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name + "-" + n.Name}}
+		_, err = cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		t.Cleanup(func() {
+			_ = cs.CoreV1().ConfigMaps("default").Delete(context.Background(), cm.Name, metav1.DeleteOptions{})
+		})
+	}
+	for _, n := range cps {
+		path := audit.LogPath(s.Cluster, n.Name)
+		g.Eventually(ctx, func() ([]audit.Event, error) {
+			return audit.Read(path, func(e *audit.Event) bool {
+				return e.Verb == "create" && e.ObjectRef != nil && strings.HasPrefix(e.ObjectRef.Name, name) &&
+					e.Stage == "ResponseComplete"
+			})
+		}).WithTimeout(30*time.Second).WithPolling(time.Second).Should(ConsistOf(And(
+			HaveField("ObjectRef.Name", name+"-"+n.Name),
+			HaveField("ResponseStatus.Code", BeEquivalentTo(201)),
+			HaveField("User.Username", "kubernetes-admin"),
+		)), "exactly the create this control plane served, in %s", path)
+	}
+	return ctx
+}
+
+func podToPod(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+	g := NewWithT(t)
+	cs, err := s.Cluster.Client()
+	g.Expect(err).NotTo(HaveOccurred())
+	cps, err := s.Cluster.ControlPlanes(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	workers, err := s.Cluster.Workers(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(workers).NotTo(BeEmpty(), "the profile has a worker")
+	// etcd's image is on every node and holds a server and its client.
+	etcdPod, err := cs.CoreV1().Pods("kube-system").Get(ctx, "etcd-"+cps[0].Name, metav1.GetOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	image := etcdPod.Spec.Containers[0].Image
+
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "smoke-net-"}}
+	ns, err = cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{}) })
+
+	server := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "server", Labels: map[string]string{"app": "server"}},
+		Spec: corev1.PodSpec{
+			NodeName:    cps[0].Name,
+			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Containers: []corev1.Container{{
+				Name: "etcd", Image: image, ImagePullPolicy: corev1.PullNever,
+				Command: []string{"etcd", "--data-dir=/tmp/etcd", "--listen-client-urls=http://0.0.0.0:2379",
+					"--advertise-client-urls=http://127.0.0.1:2379", "--listen-peer-urls=http://127.0.0.1:2380"},
+				Ports:          []corev1.ContainerPort{{ContainerPort: 2379}},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(2379)}}, PeriodSeconds: 1},
+			}},
+		},
+	}
+	_, err = cs.CoreV1().Pods(ns.Name).Create(ctx, server, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "server"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "server"},
+			Ports: []corev1.ServicePort{{Port: 2379, TargetPort: intstr.FromInt32(2379)}}},
+	}
+	_, err = cs.CoreV1().Services(ns.Name).Create(ctx, svc, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	var serverIP string
+	g.Eventually(ctx, func() (*corev1.Pod, error) {
+		p, err := cs.CoreV1().Pods(ns.Name).Get(ctx, "server", metav1.GetOptions{})
+		if p != nil {
+			serverIP = p.Status.PodIP
+		}
+		return p, err
+	}).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(
+		HaveField("Status.Conditions", ContainElement(And(HaveField("Type", corev1.PodReady), HaveField("Status", corev1.ConditionTrue)))),
+		"server Pod on %s ready", cps[0].Name)
+
+	for target, endpoint := range map[string]string{
+		"pod-ip":  "http://" + serverIP + ":2379",
+		"service": "http://server." + ns.Name + ".svc.cluster.local:2379",
+	} {
+		client := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "client-" + target},
+			Spec: corev1.PodSpec{
+				NodeName:      workers[0].Name,
+				RestartPolicy: corev1.RestartPolicyOnFailure,
+				Containers: []corev1.Container{{
+					Name: "etcdctl", Image: image, ImagePullPolicy: corev1.PullNever,
+					Command: []string{"etcdctl", "--endpoints=" + endpoint, "--dial-timeout=3s", "endpoint", "health"},
+				}},
+			},
+		}
+		_, err = cs.CoreV1().Pods(ns.Name).Create(ctx, client, metav1.CreateOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Eventually(ctx, func() (*corev1.Pod, error) {
+			return cs.CoreV1().Pods(ns.Name).Get(ctx, client.Name, metav1.GetOptions{})
+		}).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(
+			HaveField("Status.Phase", corev1.PodSucceeded), "client on %s reaching %s", workers[0].Name, endpoint)
+		t.Logf("worker %s reached %s (%s)", workers[0].Name, endpoint, target)
+	}
+	return ctx
+}
+
+// TestDeleteLeavesNothing runs last: deleting the suite's cluster leaves no
+// container, no endpoint on kind's network and no state behind.
+func TestDeleteLeavesNothing(t *testing.T) {
+	if s.Spec == nil {
+		t.Skip("the suite reuses a cluster it did not create; it does not delete it")
+	}
+	if s.Failed() {
+		t.Skip("an earlier test failed: the cluster stays until teardown has exported its evidence")
+	}
+	g := NewWithT(t)
+	ctx := context.Background()
+	g.Expect(s.Cluster.Delete(ctx, false)).To(Succeed())
+	containers, err := run.Command("docker", "ps", "-a", "-q", "--filter", "label=io.x-k8s.kind.cluster="+s.Cluster.Name).String(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(containers).To(BeEmpty(), "containers of cluster %s", s.Cluster.Name)
+	endpoints, err := run.Command("docker", "network", "inspect", "kind", "--format", "{{range .Containers}}{{.Name}} {{end}}").String(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(strings.Fields(endpoints)).NotTo(ContainElement(HavePrefix(s.Cluster.Name+"-")), "endpoints on kind's network")
+	_, err = os.Stat(s.Cluster.Dir)
+	g.Expect(os.IsNotExist(err)).To(BeTrue(), "state directory %s removed", s.Cluster.Dir)
+}
