@@ -33,10 +33,14 @@ images: deps docker build
 	./bin/skewer images build --version $(subst $() ,$(comma),$(VERSIONS))
 
 # The certification suites on real kind clusters, building what they lack.
+# Each suite makes its cluster from its profile; smoke runs again on a mixed
+# control plane (v1.35.4 + v1.36.3) made at creation.
 e2e: images
 	mkdir -p $(ARTIFACTS)
 	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit.xml --format testname -- \
-	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/... -args -v=0
+	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/...
+	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit-mixed.xml --format testname -- \
+	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/smoke -args -skewer.profile=ha-mixed
 
 bench: images
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 90m ./bench/...

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	kind "sigs.k8s.io/kind/pkg/cluster"
 
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
@@ -51,12 +52,8 @@ func Create(ctx context.Context, s *Spec, resolve ImageResolver, o Options) (*Cl
 		return nil, err
 	}
 	p.Infof("host: cgroup v1=%t, restrict_oom_score_adj=%t", host.CgroupV1, host.RestrictOOMScoreAdj)
-	l := layout{c.Dir}
-	cfg, err := kindConfig(s, host, l)
+	cfg, err := Prepare(s, host, c.Dir)
 	if err != nil {
-		return nil, err
-	}
-	if err := writeState(s, l); err != nil {
 		return nil, err
 	}
 	p.Infof("creating cluster %q (%d control planes, %d workers, versions %v); kubeconfig %s",
@@ -90,6 +87,18 @@ func Create(ctx context.Context, s *Spec, resolve ImageResolver, o Options) (*Cl
 	}
 	p.Infof("cluster %q ready", s.Name)
 	return c, nil
+}
+
+// Prepare writes the files the nodes of s mount under dir and returns the
+// kind configuration that mounts them. Create uses it; so does a benchmark
+// that hands the same configuration to the kind CLI.
+func Prepare(s *Spec, h Host, dir string) (*v1alpha4.Cluster, error) {
+	l := layout{dir}
+	cfg, err := kindConfig(s, h, l)
+	if err != nil {
+		return nil, err
+	}
+	return cfg, writeState(s, l)
 }
 
 // writeState writes the files the nodes mount: the audit policy, a log

@@ -20,7 +20,7 @@ func (p *plan) nodeImage(ctx context.Context) (bool, error) {
 	manifest := strings.ReplaceAll(cniManifest, "CNI_IMAGE", p.cniRef)
 	key := cacheKey("node", p.baseKey, p.kubeKey, p.imagesKey, manifest)
 	ref := Ref(p.v)
-	if imageCurrent(ctx, ref, key) {
+	if p.imageCurrent(ctx, ref, key) {
 		return true, nil
 	}
 	name := fmt.Sprintf("skewer-build-%d-%d", time.Now().Unix(), rand.Intn(1<<16))

@@ -52,7 +52,7 @@ func (p *plan) rootfs(ctx context.Context) (bool, error) {
 		if fs.repo == nodeRootfsRepo {
 			p.nodeRootfs = ref
 		}
-		if imageCurrent(ctx, ref, *fs.key) {
+		if p.imageCurrent(ctx, ref, *fs.key) {
 			continue
 		}
 		cached = false
@@ -109,7 +109,7 @@ func (p *plan) baseImage(ctx context.Context) (bool, error) {
 	kindVersion := kindModuleVersion()
 	p.baseKey = cacheKey("base", p.nodeRootfs, kindVersion, containerdVersion, runcVersion,
 		crictlVersion, cniPluginsVersion, baseDockerfile)
-	if imageCurrent(ctx, p.baseRef(), p.baseKey) {
+	if p.imageCurrent(ctx, p.baseRef(), p.baseKey) {
 		return true, nil
 	}
 	kind, err := downloadModule(ctx, "sigs.k8s.io/kind", kindVersion)
@@ -117,7 +117,7 @@ func (p *plan) baseImage(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	binDir := p.b.cacheDir("bin", "base-"+cacheKey("base-binaries", containerdVersion, runcVersion, crictlVersion, cniPluginsVersion))
-	if _, err := cachedDir(binDir, func(out string) error { return p.buildBaseBinaries(ctx, out) }); err != nil {
+	if _, err := p.cachedDir(binDir, func(out string) error { return p.buildBaseBinaries(ctx, out) }); err != nil {
 		return false, err
 	}
 	ctxDir, err := os.MkdirTemp(p.b.cacheDir(), "base-context-")

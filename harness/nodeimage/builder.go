@@ -25,6 +25,8 @@ type Builder struct {
 	CacheDir string
 	// Out receives one progress line per step (default: os.Stderr).
 	Out io.Writer
+	// Force rebuilds every artifact, ignoring the cache (for cold benchmarks).
+	Force bool
 
 	mu sync.Mutex // serialises progress lines
 }
@@ -102,6 +104,19 @@ func cacheKey(parts ...string) string {
 		h.Write([]byte(p))
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// imageCurrent says whether ref exists, was built from key, and may be reused.
+func (p *plan) imageCurrent(ctx context.Context, ref, key string) bool {
+	return !p.b.Force && imageCurrent(ctx, ref, key)
+}
+
+// cachedDir is the package's cachedDir, unless the builder is forced.
+func (p *plan) cachedDir(dir string, build func(dir string) error) (bool, error) {
+	if p.b.Force {
+		_ = os.Remove(filepath.Join(dir, ".complete"))
+	}
+	return cachedDir(dir, build)
 }
 
 // imageCurrent says whether ref exists and was built from key.

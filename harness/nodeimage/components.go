@@ -159,7 +159,7 @@ func (p *plan) saveImages(ctx context.Context, builds []componentBuild) (bool, e
 		keys = append(keys, c.key)
 		tarPath := p.b.cacheDir("images", strings.NewReplacer("/", "_", ":", "_").Replace(c.ref)+"-"+c.key+".tar")
 		p.imageTars = append(p.imageTars, tarPath)
-		current := imageCurrent(ctx, c.ref, c.key)
+		current := p.imageCurrent(ctx, c.ref, c.key)
 		if _, err := os.Stat(tarPath); err == nil && current {
 			continue
 		}
@@ -192,7 +192,7 @@ func (p *plan) staticComponent(ref, command string) func(context.Context, string
 func (p *plan) etcdImage(ref, version string) func(context.Context, string) error {
 	return func(ctx context.Context, key string) error {
 		dir := p.b.cacheDir("bin", "etcd-"+version+"-"+key)
-		_, err := cachedDir(dir, func(out string) error {
+		_, err := p.cachedDir(dir, func(out string) error {
 			// etcd's server module is the etcd command; its binary takes the
 			// name of the module's last element, "server".
 			return p.goBuild(ctx, goBuild{
@@ -218,7 +218,7 @@ func (p *plan) etcdImage(ref, version string) func(context.Context, string) erro
 func (p *plan) corednsImage(ref, version string) func(context.Context, string) error {
 	return func(ctx context.Context, key string) error {
 		dir := p.b.cacheDir("bin", "coredns-"+version+"-"+key)
-		_, err := cachedDir(dir, func(out string) error {
+		_, err := p.cachedDir(dir, func(out string) error {
 			return p.goBuild(ctx, goBuild{
 				Name:     "coredns@" + version,
 				Require:  map[string]string{"github.com/coredns/coredns": version},
@@ -242,7 +242,7 @@ func (p *plan) pauseImage(ref, version string) func(context.Context, string) err
 			return err
 		}
 		dir := p.b.cacheDir("bin", "pause-"+version+"-"+key)
-		_, err = cachedDir(dir, func(out string) error {
+		_, err = p.cachedDir(dir, func(out string) error {
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return err
 			}

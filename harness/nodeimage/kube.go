@@ -39,7 +39,7 @@ func (p *plan) kubeBinaries(ctx context.Context) (bool, error) {
 	gv := p.gitVersion()
 	p.kubeKey = cacheKey("kubernetes", gv)
 	p.kubeDir = p.b.cacheDir("bin", "kubernetes-"+gv+"-"+p.kubeKey)
-	return cachedDir(p.kubeDir, func(out string) error {
+	return p.cachedDir(p.kubeDir, func(out string) error {
 		info, err := downloadModule(ctx, "k8s.io/kubernetes", gv)
 		if err != nil {
 			return err

@@ -105,7 +105,7 @@ func (p *plan) standIns(ctx context.Context) (bool, error) {
 		}
 		build := func(ctx context.Context, key string) error {
 			bin := p.b.cacheDir("bin", "standin-"+key)
-			if _, err := cachedDir(bin, func(out string) error {
+			if _, err := p.cachedDir(bin, func(out string) error {
 				cmd := run.Command("go", "build", "-trimpath", "-ldflags=-s -w -buildid=", "-o", filepath.Join(out, s.binary), "./"+s.dir)
 				cmd.Dir = root
 				cmd.Env = []string{"CGO_ENABLED=0"}
@@ -121,7 +121,7 @@ func (p *plan) standIns(ctx context.Context) (bool, error) {
 		if s.ref == loadBalancerImage {
 			// kind starts the load balancer from the host's images; it is
 			// never preloaded into a node.
-			if imageCurrent(ctx, ref, key) {
+			if p.imageCurrent(ctx, ref, key) {
 				continue
 			}
 			cached = false

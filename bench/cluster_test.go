@@ -1,0 +1,156 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/internal/run"
+)
+
+// BenchmarkHACluster creates the ha profile to Ready with skewer and with
+// the kind CLI, same configuration and images, one after the other in the
+// same run, and prints both times, their ratio and each cluster's peak
+// memory (the sum over its containers, sampled every 2 s).
+func BenchmarkHACluster(b *testing.B) {
+	needDocker(b)
+	ctx := context.Background()
+	spec, err := cluster.LoadProfile("../clusters/ha.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	spec.Version = envOr("BENCH_VERSION", versions[0])
+	resolver := &nodeimage.Resolver{Source: nodeimage.SourceBuild, Out: discard{}}
+	image, err := resolver.Resolve(ctx, spec.Version)
+	if err != nil {
+		b.Fatal(err)
+	}
+	kind := kindCLI(b)
+
+	var skewerTime, kindTime time.Duration
+	b.Run("skewer", func(b *testing.B) {
+		spec.Name = "bench-skewer"
+		state := b.TempDir()
+		peak := sampleMemory(spec.Name)
+		start := time.Now()
+		c, err := cluster.Create(ctx, spec, resolver.Resolve, cluster.Options{StateDir: state, Out: discard{}})
+		skewerTime = time.Since(start)
+		mem := peak()
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Delete(ctx, false)
+		report(b, skewerTime.Seconds(), "s")
+		report(b, mem/1e6, "MB-peak")
+	})
+	b.Run("kind-cli", func(b *testing.B) {
+		spec.Name = "bench-kind"
+		state := b.TempDir()
+		host, err := cluster.ProbeHost(ctx, image)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg, err := cluster.Prepare(spec, host, state)
+		if err != nil {
+			b.Fatal(err)
+		}
+		raw, _ := yaml.Marshal(cfg)
+		cfgPath := filepath.Join(state, "kind.yaml")
+		os.WriteFile(cfgPath, raw, 0o644)
+		kubeconfig := filepath.Join(state, "kubeconfig")
+		peak := sampleMemory(spec.Name)
+		start := time.Now()
+		out, err := exec.Command(kind, "create", "cluster", "--name", spec.Name, "--config", cfgPath,
+			"--kubeconfig", kubeconfig, "--wait", "4m").CombinedOutput()
+		kindTime = time.Since(start)
+		mem := peak()
+		defer exec.Command(kind, "delete", "cluster", "--name", spec.Name, "--kubeconfig", kubeconfig).Run()
+		if err != nil {
+			b.Fatalf("kind create cluster: %v: %s", err, out)
+		}
+		report(b, kindTime.Seconds(), "s")
+		report(b, mem/1e6, "MB-peak")
+	})
+	if skewerTime > 0 && kindTime > 0 {
+		b.Run("ratio", func(b *testing.B) {
+			report(b, skewerTime.Seconds()/kindTime.Seconds(), "skewer/kind")
+		})
+	}
+}
+
+// sampleMemory samples the memory of a cluster's containers until the
+// returned function is called, which returns the peak sum in bytes.
+func sampleMemory(clusterName string) func() float64 {
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	var peak float64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			if sum := clusterMemory(ctx, clusterName); sum > 0 {
+				mu.Lock()
+				peak = max(peak, sum)
+				mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(2 * time.Second):
+			}
+		}
+	}()
+	return func() float64 {
+		// One last sample of the finished cluster.
+		last := clusterMemory(context.Background(), clusterName)
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return max(peak, last)
+	}
+}
+
+func clusterMemory(ctx context.Context, clusterName string) float64 {
+	ids, err := run.Command("docker", "ps", "-q", "--filter", "label=io.x-k8s.kind.cluster="+clusterName).String(ctx)
+	if err != nil || ids == "" {
+		return 0
+	}
+	out, err := run.Command(append([]string{"docker", "stats", "--no-stream", "--format", "{{.MemUsage}}"}, strings.Fields(ids)...)...).String(ctx)
+	if err != nil {
+		return 0
+	}
+	var sum float64
+	for _, line := range strings.Split(out, "\n") {
+		sum += parseSize(strings.TrimSpace(strings.SplitN(line, "/", 2)[0]))
+	}
+	return sum
+}
+
+// parseSize reads docker's human sizes (e.g. 512.3MiB, 1.2GiB).
+func parseSize(s string) float64 {
+	units := []struct {
+		suffix string
+		mult   float64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1e9}, {"MB", 1e6}, {"kB", 1e3}, {"B", 1}}
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			v, err := strconv.ParseFloat(strings.TrimSuffix(s, u.suffix), 64)
+			if err != nil {
+				return 0
+			}
+			return v * u.mult
+		}
+	}
+	return 0
+}
+

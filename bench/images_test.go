@@ -1,0 +1,65 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/internal/run"
+)
+
+// BenchmarkNodeImage builds each version's node image cold (empty Go build
+// cache and skewer cache, every image rebuilt; modules stay downloaded) and
+// then warm (nothing changed), and prints the node image's size. Set
+// BENCH_COLD=0 to skip the cold builds (they take minutes per version).
+func BenchmarkNodeImage(b *testing.B) {
+	needDocker(b)
+	cold := os.Getenv("BENCH_COLD") != "0"
+	// One empty Go build cache for every cold build: the first version
+	// starts from nothing, a later one reuses what the first left, as in use.
+	coldGoCache := b.TempDir()
+	for _, v := range versions {
+		ver, err := nodeimage.ParseVersion(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if cold {
+			b.Run("cold/"+v, func(b *testing.B) {
+				b.Setenv("GOCACHE", coldGoCache)
+				bl := &nodeimage.Builder{CacheDir: b.TempDir(), Force: true, Out: discard{}}
+				start := time.Now()
+				if _, err := bl.Build(context.Background(), ver); err != nil {
+					b.Fatal(err)
+				}
+				report(b, time.Since(start).Seconds(), "s")
+			})
+		}
+		b.Run("warm/"+v, func(b *testing.B) {
+			bl := &nodeimage.Builder{Out: discard{}}
+			if _, err := bl.Build(context.Background(), ver); err != nil { // make sure it is cached
+				b.Fatal(err)
+			}
+			start := time.Now()
+			if _, err := bl.Build(context.Background(), ver); err != nil {
+				b.Fatal(err)
+			}
+			report(b, time.Since(start).Seconds(), "s")
+		})
+		b.Run("size/"+v, func(b *testing.B) {
+			out, err := run.Command("docker", "image", "inspect", "--format", "{{.Size}}", nodeimage.Ref(ver)).String(context.Background())
+			if err != nil {
+				b.Fatal(err)
+			}
+			size, _ := strconv.ParseFloat(strings.TrimSpace(out), 64)
+			report(b, size/1e6, "MB")
+		})
+	}
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }

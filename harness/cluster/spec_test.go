@@ -1,0 +1,144 @@
+package cluster
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+)
+
+func haSpec() *Spec {
+	return &Spec{Name: "t", ControlPlanes: 3, Workers: 1, Version: "v1.35.4"}
+}
+
+func TestValidateEnforcesTheSkewPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Spec)
+		want   string // "" means valid
+	}{
+		{"uniform", func(*Spec) {}, ""},
+		{"one minor apart", func(s *Spec) { s.ControlPlaneVersions = []string{"v1.35.4", "v1.35.4", "v1.36.3"} }, ""},
+		{"two minors apart", func(s *Spec) { s.ControlPlaneVersions = []string{"v1.35.4", "v1.37.2"} }, "more than one minor apart"},
+		{"worker newer than an apiserver", func(s *Spec) { s.WorkerVersions = []string{"v1.36.3"} }, "newer than apiserver v1.35.4"},
+		{"unknown version", func(s *Spec) { s.Version = "1.36" }, "invalid Kubernetes version"},
+		{"bad name", func(s *Spec) { s.Name = "Bad_Name" }, "invalid cluster name"},
+		{"no control plane", func(s *Spec) { s.ControlPlanes = 0 }, "at least one control plane"},
+		{"too many versions", func(s *Spec) { s.WorkerVersions = []string{"v1.35.4", "v1.35.4"} }, "more per-node versions than nodes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := haSpec()
+			tc.mutate(s)
+			err := s.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("want valid, got %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("want an error containing %q, got %v", tc.want, err)
+			}
+		})
+	}
+}
+
+func TestLoadProfileRejectsUnknownFields(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "p.yaml")
+	os.WriteFile(p, []byte("name: x\ncontrolPlanes: 1\nwokers: 3\n"), 0o644)
+	if _, err := LoadProfile(p); err == nil || !strings.Contains(err.Error(), "malformed profile") {
+		t.Fatalf("want a malformed-profile error, got %v", err)
+	}
+}
+
+func TestShippedProfilesAreValid(t *testing.T) {
+	paths, _ := filepath.Glob("../../clusters/*.yaml")
+	if len(paths) == 0 {
+		t.Fatal("no profiles found")
+	}
+	for _, p := range paths {
+		s, err := LoadProfile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Validate(); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
+
+func TestKindConfigTurnsTheProxyAndAuditOnForEveryAPIServer(t *testing.T) {
+	s := haSpec()
+	s.ControlPlaneVersions = []string{"v1.35.4", "v1.35.4", "v1.36.3"}
+	cfg, err := kindConfig(s, Host{CgroupV1: true, RestrictOOMScoreAdj: true}, layout{"/state"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Nodes) != 4 || cfg.Nodes[2].Image != "skewer.local/node:v1.36.3" || cfg.Nodes[3].Role != v1alpha4.WorkerRole {
+		t.Fatalf("nodes = %+v", cfg.Nodes)
+	}
+	if !cfg.FeatureGates["UnknownVersionInteroperabilityProxy"] {
+		t.Error("1.35 apiservers need the proxy's feature gate")
+	}
+	if len(cfg.KubeadmConfigPatchesJSON6902) != 2 {
+		t.Fatalf("want one ClusterConfiguration patch per kubeadm API, got %d", len(cfg.KubeadmConfigPatchesJSON6902))
+	}
+	for _, p := range cfg.KubeadmConfigPatchesJSON6902 {
+		var ops []map[string]any
+		if err := json.Unmarshal([]byte(p.Patch), &ops); err != nil {
+			t.Fatal(err)
+		}
+		all := p.Patch
+		for _, want := range []string{"peer-ca-file", "/etc/kubernetes/pki/ca.crt", "audit-policy-file", AuditLogFile, "extraVolumes"} {
+			if !strings.Contains(all, want) {
+				t.Errorf("%s patch lacks %q: %s", p.Version, want, all)
+			}
+		}
+	}
+	if !strings.Contains(strings.Join(cfg.KubeadmConfigPatches, ""), "failCgroupV1: false") {
+		t.Error("a cgroup v1 host needs failCgroupV1: false")
+	}
+	if !strings.Contains(strings.Join(cfg.ContainerdConfigPatches, ""), "restrict_oom_score_adj = true") {
+		t.Error("a host refusing negative OOM scores needs restrict_oom_score_adj")
+	}
+	// Only the node at another version than the bootstrap one gets patches.
+	if len(cfg.Nodes[0].KubeadmConfigPatches) != 0 || len(cfg.Nodes[2].KubeadmConfigPatches) != 2 {
+		t.Errorf("kubeadm patches: node0 %v, node2 %v", cfg.Nodes[0].KubeadmConfigPatches, cfg.Nodes[2].KubeadmConfigPatches)
+	}
+	if !strings.Contains(cfg.Nodes[2].KubeadmConfigPatches[1], "kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration") {
+		t.Errorf("a 1.36 node's join patch must use v1beta4: %q", cfg.Nodes[2].KubeadmConfigPatches[1])
+	}
+}
+
+func TestKindConfigWithoutProxyLeavesPeerFlagsOut(t *testing.T) {
+	s := haSpec()
+	off := false
+	s.MixedVersionProxy = &off
+	cfg, err := kindConfig(s, Host{}, layout{"/state"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(cfg.KubeadmConfigPatchesJSON6902[0].Patch, "peer-ca-file") || cfg.FeatureGates["UnknownVersionInteroperabilityProxy"] {
+		t.Error("proxy off must set neither --peer-ca-file nor the gate")
+	}
+	if len(cfg.KubeadmConfigPatches) != 0 || len(cfg.ContainerdConfigPatches) != 0 {
+		t.Error("a host that needs no adaptation gets none")
+	}
+}
+
+func TestStaticPodPatchesPinImagesAndAddFlags(t *testing.T) {
+	files := staticPodPatches("v1.36.3", map[string]string{"runtime-config": "batch/v1=false"})
+	if len(files) != 3 {
+		t.Fatalf("want patches for apiserver, controller-manager and scheduler, got %v", files)
+	}
+	api := files["kube-apiserver+json.json"]
+	for _, want := range []string{`"registry.k8s.io/kube-apiserver:v1.36.3"`, `"--runtime-config=batch/v1=false"`} {
+		if !strings.Contains(api, want) {
+			t.Errorf("apiserver patch %s lacks %s", api, want)
+		}
+	}
+	if strings.Contains(files["kube-scheduler+json.json"], "runtime-config") {
+		t.Error("apiserver flags must not reach the scheduler")
+	}
+}
