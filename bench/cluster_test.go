@@ -153,4 +153,3 @@ func parseSize(s string) float64 {
 	}
 	return 0
 }
-

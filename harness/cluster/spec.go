@@ -187,4 +187,3 @@ func FindProfile(profile string) (string, error) {
 		dir = parent
 	}
 }
-

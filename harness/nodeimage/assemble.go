@@ -41,7 +41,7 @@ func (p *plan) nodeImage(ctx context.Context) (bool, error) {
 		}
 	}
 	for path, body := range map[string]string{
-		"/kind/version":                   p.gitVersion(),
+		"/kind/version":                    p.gitVersion(),
 		"/kind/manifests/default-cni.yaml": manifest,
 	} {
 		if err := docker.ExecInput(ctx, name, strings.NewReader(body), "bash", "-c",

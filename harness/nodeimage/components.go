@@ -262,7 +262,7 @@ func (p *plan) pauseImage(ref, version string) func(context.Context, string) err
 func (p *plan) kubeProxyImage(ref string) func(context.Context, string) error {
 	return func(ctx context.Context, key string) error {
 		return dockerBuild(ctx, ref, map[string][]byte{
-			"Dockerfile": []byte(fmt.Sprintf("FROM %s\nCOPY kube-proxy /usr/local/bin/kube-proxy\n%s", p.slimRef(), iptablesWrapperDockerfile)),
+			"Dockerfile":       []byte(fmt.Sprintf("FROM %s\nCOPY kube-proxy /usr/local/bin/kube-proxy\n%s", p.slimRef(), iptablesWrapperDockerfile)),
 			"iptables-wrapper": []byte(iptablesWrapper),
 		}, map[string]string{"kube-proxy": filepath.Join(p.kubeDir, "kube-proxy")}, key)
 	}
@@ -315,4 +315,3 @@ const iptablesWrapperDockerfile = `COPY iptables-wrapper /usr/sbin/iptables-wrap
 RUN for cmd in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do \
       ln -sf /usr/sbin/iptables-wrapper /usr/sbin/$cmd; done
 `
-

@@ -25,8 +25,8 @@ func parseVersions(in []string) ([]*version.Version, error) {
 
 type upFlags struct {
 	profile, name, version, imageSource string
-	cpVersions, workerVersions         []string
-	retain                             bool
+	cpVersions, workerVersions          []string
+	retain                              bool
 }
 
 func upCommand() *cobra.Command {

@@ -119,7 +119,7 @@ func TestSyncRoutesInANetworkNamespace(t *testing.T) {
 	}{
 		{map[string]string{"10.244.0.0/24": "172.18.0.2", "10.244.2.0/24": "172.18.0.4"}},
 		{map[string]string{"10.244.0.0/24": "172.18.0.5", "10.244.2.0/24": "172.18.0.4"}}, // node restarted with a new IP
-		{map[string]string{"10.244.2.0/24": "172.18.0.4"}},                               // node removed
+		{map[string]string{"10.244.2.0/24": "172.18.0.4"}},                                // node removed
 	}
 	for i, s := range steps {
 		if err := syncRoutes(s.want); err != nil {
