@@ -26,6 +26,7 @@ docker:
 
 # Unit tests: no Docker, no cluster.
 test:
+	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 	$(GO) test -short -count=1 ./...
 

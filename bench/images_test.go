@@ -30,12 +30,30 @@ func BenchmarkNodeImage(b *testing.B) {
 		if cold {
 			b.Run("cold/"+v, func(b *testing.B) {
 				b.Setenv("GOCACHE", coldGoCache)
+				before := componentLayers(b)
 				bl := &nodeimage.Builder{CacheDir: b.TempDir(), Force: true, Out: discard{}}
 				start := time.Now()
 				if _, err := bl.Build(context.Background(), ver); err != nil {
 					b.Fatal(err)
 				}
 				report(b, time.Since(start).Seconds(), "s")
+				// Reproducibility: a rebuilt component image has the same
+				// layer digests as the one it replaced.
+				after := componentLayers(b)
+				same, total := 0, 0
+				for ref, layers := range before {
+					if a, ok := after[ref]; ok {
+						total++
+						if a == layers {
+							same++
+						} else {
+							b.Logf("%s: layers differ after a rebuild: %s vs %s", ref, layers, a)
+						}
+					}
+				}
+				if total > 0 {
+					report(b, float64(same)/float64(total)*100, "%-identical-component-layers")
+				}
 			})
 		}
 		b.Run("warm/"+v, func(b *testing.B) {
@@ -58,6 +76,27 @@ func BenchmarkNodeImage(b *testing.B) {
 			report(b, size/1e6, "MB")
 		})
 	}
+}
+
+// componentLayers maps every locally built component image (the names
+// kubeadm asks for) to its layer digests.
+func componentLayers(b *testing.B) map[string]string {
+	rows, err := run.Command("docker", "image", "ls", "--filter", "label="+nodeimage.LocalBuildLabel,
+		"--format", "{{.Repository}}:{{.Tag}}").String(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, ref := range strings.Fields(rows) {
+		if !strings.HasPrefix(ref, "registry.k8s.io/") {
+			continue
+		}
+		layers, err := run.Command("docker", "image", "inspect", "--format", "{{json .RootFS.Layers}}", ref).String(context.Background())
+		if err == nil {
+			out[ref] = layers
+		}
+	}
+	return out
 }
 
 type discard struct{}

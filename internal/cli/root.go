@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -17,6 +18,12 @@ import (
 func Main(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	return Run(ctx, args, os.Stdout, os.Stderr)
+}
+
+// Run runs the command line with the given output streams. An error is
+// reported as one line on stderr.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := &cobra.Command{
 		Use:           "skewer",
 		Short:         "Prove Kubernetes control-plane upgrades and native sidecar migrations safe, on real kind clusters",
@@ -25,12 +32,14 @@ func Main(args []string) int {
 	}
 	root.AddCommand(imagesCommand(), upCommand(), downCommand())
 	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
 	if err := root.ExecuteContext(ctx); err != nil {
 		if errors.Is(err, context.Canceled) {
-			fmt.Fprintln(os.Stderr, "skewer: interrupted")
+			fmt.Fprintln(stderr, "skewer: interrupted")
 			return 130
 		}
-		fmt.Fprintln(os.Stderr, "skewer:", err)
+		fmt.Fprintln(stderr, "skewer:", err)
 		return 1
 	}
 	return 0
