@@ -89,9 +89,21 @@ func run(m *testing.M, profile string, out **Suite) (int, error) {
 	if err := s.setup(ctx, profile); err != nil {
 		return 1, err
 	}
-	// Ctrl-C or SIGTERM while tests run: clean up, then leave.
+	// Ctrl-C or SIGTERM while tests run: clean up, then leave. (stop, run
+	// when the tests are over, also ends ctx; finished tells the two apart.)
+	finished := make(chan struct{})
+	defer close(finished)
 	go func() {
-		<-ctx.Done()
+		select {
+		case <-finished:
+			return
+		case <-ctx.Done():
+			select {
+			case <-finished: // closed before stop ends ctx
+				return
+			default:
+			}
+		}
 		fmt.Fprintln(os.Stderr, "suite: interrupted, cleaning up")
 		s.teardown(true)
 		os.Exit(130)
