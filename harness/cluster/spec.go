@@ -187,3 +187,5 @@ func FindProfile(profile string) (string, error) {
 		dir = parent
 	}
 }
+
+func mkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }

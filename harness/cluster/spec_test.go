@@ -142,3 +142,51 @@ func TestStaticPodPatchesPinImagesAndAddFlags(t *testing.T) {
 		t.Error("apiserver flags must not reach the scheduler")
 	}
 }
+
+func TestNextControlPlaneNameNeverReusesOne(t *testing.T) {
+	for _, tc := range []struct {
+		used []string
+		want string
+	}{
+		{[]string{"c-control-plane", "c-control-plane2", "c-control-plane3", "c-worker"}, "c-control-plane4"},
+		{[]string{"c-control-plane", "c-control-plane2", "/state/audit/c-control-plane3"}, "c-control-plane4"},
+		{nil, "c-control-plane"},
+	} {
+		if got := nextControlPlaneName("c", tc.used); got != tc.want {
+			t.Errorf("nextControlPlaneName(%v) = %s, want %s", tc.used, got, tc.want)
+		}
+	}
+}
+
+func TestSetBackendsKeepsHealthChecks(t *testing.T) {
+	cds := `resources:
+- "@type": type.googleapis.com/envoy.config.cluster.v3.Cluster
+  name: kube_apiservers
+  connect_timeout: 0.25s
+  health_checks:
+  - interval: 2s
+    http_health_check:
+      path: /healthz
+  load_assignment:
+    cluster_name: kube_apiservers
+    endpoints:
+    - lb_endpoints:
+      - endpoint:
+          address:
+            socket_address:
+              address: c-control-plane
+              port_value: 6443
+`
+	out, err := setBackends(cds, []Node{{Name: "c-control-plane4"}, {Name: "c-control-plane2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"c-control-plane2", "c-control-plane4", "path: /healthz", "interval: 2s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("rewritten CDS lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "address: c-control-plane\n") {
+		t.Errorf("removed backend still there:\n%s", out)
+	}
+}

@@ -15,6 +15,10 @@ import (
 	"github.com/skewer-k8s/skewer/internal/run"
 )
 
+// staticLayout versions the layout of static images: part of their keys,
+// so a change to it rebuilds them and nothing else.
+const staticLayout = "static-layout-2"
+
 // staticImage is an image of static binaries and nothing else but /tmp and
 // the passwd/group files; its layer is byte-for-byte reproducible.
 type staticImage struct {
@@ -50,11 +54,11 @@ func (s staticImage) tar(w io.Writer) error {
 			return err
 		}
 	}
-	for name, body := range map[string]string{
-		"etc/group":  "root:x:0:\nnogroup:x:65534:\nnonroot:x:65532:\n",
-		"etc/passwd": "root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n",
+	for _, f := range []struct{ name, body string }{ // a slice: map order would change the layer
+		{"etc/group", "root:x:0:\nnogroup:x:65534:\nnonroot:x:65532:\n"},
+		{"etc/passwd", "root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n"},
 	} {
-		if err := writeTarFile(tw, name, 0o644, strings.NewReader(body), int64(len(body))); err != nil {
+		if err := writeTarFile(tw, f.name, 0o644, strings.NewReader(f.body), int64(len(f.body))); err != nil {
 			return err
 		}
 	}
@@ -133,13 +137,13 @@ func (p *plan) componentImages(ctx context.Context) (bool, error) {
 
 	var builds []componentBuild
 	for _, c := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
-		builds = append(builds, componentBuild{ref: images[c], key: cacheKey(c, p.kubeKey), make: p.staticComponent(images[c], c)})
+		builds = append(builds, componentBuild{ref: images[c], key: cacheKey(staticLayout, c, p.kubeKey), make: p.staticComponent(images[c], c)})
 	}
 	builds = append(builds,
 		componentBuild{ref: images["kube-proxy"], key: cacheKey("kube-proxy", p.kubeKey, p.slimKey), make: p.kubeProxyImage(images["kube-proxy"])},
-		componentBuild{ref: images["etcd"], key: cacheKey("etcd", etcdVersion), make: p.etcdImage(images["etcd"], etcdVersion)},
-		componentBuild{ref: images["coredns"], key: cacheKey("coredns", corednsVersion), make: p.corednsImage(images["coredns"], corednsVersion)},
-		componentBuild{ref: images["pause"], key: cacheKey("pause", pauseVersion, p.kubeKey), make: p.pauseImage(images["pause"], pauseVersion)},
+		componentBuild{ref: images["etcd"], key: cacheKey(staticLayout, "etcd", etcdVersion), make: p.etcdImage(images["etcd"], etcdVersion)},
+		componentBuild{ref: images["coredns"], key: cacheKey(staticLayout, "coredns", corednsVersion), make: p.corednsImage(images["coredns"], corednsVersion)},
+		componentBuild{ref: images["pause"], key: cacheKey(staticLayout, "pause", pauseVersion, p.kubeKey), make: p.pauseImage(images["pause"], pauseVersion)},
 	)
 	return p.saveImages(ctx, builds)
 }

@@ -30,7 +30,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(imagesCommand(), upCommand(), downCommand())
+	root.AddCommand(imagesCommand(), upCommand(), downCommand(), rolloutCommand(), rollbackCommand())
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

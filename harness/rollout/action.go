@@ -1,0 +1,90 @@
+// Package rollout replaces a cluster's control planes from one Kubernetes
+// version to the next as a plain list of named Actions, run by one Runner
+// that logs and times every step and stops at the first failure.
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/skewer-k8s/skewer/harness/cluster"
+)
+
+// Action is one named change to a cluster.
+type Action interface {
+	Name() string
+	Execute(ctx context.Context, c *cluster.Cluster) error
+}
+
+// actionFunc is an Action made of a name and a function.
+type actionFunc struct {
+	name string
+	fn   func(ctx context.Context, c *cluster.Cluster) error
+}
+
+func (a actionFunc) Name() string { return a.name }
+func (a actionFunc) Execute(ctx context.Context, c *cluster.Cluster) error {
+	return a.fn(ctx, c)
+}
+
+// Do makes an Action of a name and a function.
+func Do(name string, fn func(ctx context.Context, c *cluster.Cluster) error) Action {
+	return actionFunc{name: name, fn: fn}
+}
+
+// Step is the record of one executed Action.
+type Step struct {
+	Name     string
+	Start    time.Time
+	Duration time.Duration
+	Err      error
+}
+
+// Runner executes Actions in order.
+type Runner struct {
+	Out   io.Writer
+	Steps []Step
+	// OnStep, when set, is called before each step with its name, and with
+	// "done" after the last: traffic probes mark their phases by it.
+	OnStep func(ctx context.Context, name string)
+}
+
+func (r *Runner) onStep(ctx context.Context, name string) {
+	if r.OnStep != nil {
+		r.OnStep(ctx, name)
+	}
+}
+
+// Run executes actions until one fails, printing a line per step with its
+// elapsed time. The error names the step that failed.
+func (r *Runner) Run(ctx context.Context, c *cluster.Cluster, actions []Action) error {
+	start := time.Now()
+	for i, a := range actions {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("interrupted before %q: %w", a.Name(), err)
+		}
+		r.onStep(ctx, a.Name())
+		s := Step{Name: a.Name(), Start: time.Now()}
+		r.printf("[%7s] (%d/%d) %s ...", since(start), i+1, len(actions), a.Name())
+		s.Err = a.Execute(ctx, c)
+		s.Duration = time.Since(s.Start)
+		r.Steps = append(r.Steps, s)
+		if s.Err != nil {
+			r.printf("[%7s] ✗ %s (%s): %v", since(start), a.Name(), s.Duration.Round(100*time.Millisecond), s.Err)
+			return fmt.Errorf("step %q failed: %w", a.Name(), s.Err)
+		}
+		r.printf("[%7s] ✓ %s (%s)", since(start), a.Name(), s.Duration.Round(100*time.Millisecond))
+	}
+	r.onStep(ctx, "done")
+	return nil
+}
+
+func since(t time.Time) string { return time.Since(t).Round(100 * time.Millisecond).String() }
+
+func (r *Runner) printf(format string, args ...any) {
+	if r.Out != nil {
+		fmt.Fprintf(r.Out, format+"\n", args...)
+	}
+}

@@ -1,0 +1,244 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/nodeimage"
+)
+
+// SurgeInput says where a surge rollout goes.
+type SurgeInput struct {
+	// To is the version every control plane ends at.
+	To string
+	// PauseAfter stops after this many control planes were replaced (0: all),
+	// holding the cluster in the mixed window.
+	PauseAfter int
+	// AllowDowngrade permits To to be one minor older: that is a rollback.
+	AllowDowngrade bool
+}
+
+// NodeVersions reads the Kubernetes version each control plane runs, from
+// its own apiserver's /version.
+func NodeVersions(ctx context.Context, c *cluster.Cluster) (map[string]string, error) {
+	cps, err := c.ControlPlanes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, n := range cps {
+		cs, err := c.APIServerClient(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		v, err := cs.Discovery().ServerVersion()
+		if err != nil {
+			return nil, fmt.Errorf("apiserver of %s does not answer /version: %w", n.Name, err)
+		}
+		out[n.Name] = v.GitVersion
+	}
+	return out, nil
+}
+
+// Surge plans the replacement, one at a time, of every control plane not
+// at in.To: join a new node at in.To, wait until its apiserver serves at
+// in.To and the load balancer sends it traffic, then drain and remove an old
+// one. Quorum holds throughout: the cluster grows to N+1 before shrinking.
+func Surge(ctx context.Context, c *cluster.Cluster, in SurgeInput) ([]Action, error) {
+	to, err := nodeimage.ParseVersion(in.To)
+	if err != nil {
+		return nil, err
+	}
+	target := "v" + to.String()
+	versions, err := NodeVersions(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if len(versions) < 3 {
+		return nil, fmt.Errorf("cluster %q has %d control plane(s): a rolling replacement needs an HA control plane (3 or more)", c.Name, len(versions))
+	}
+	var old []string
+	for name, v := range versions {
+		cur, err := nodeimage.ParseVersion(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s runs %q: %w", name, v, err)
+		}
+		switch {
+		case cur.EqualTo(to):
+			continue
+		case to.LessThan(cur) && !in.AllowDowngrade:
+			return nil, fmt.Errorf("%s runs %s: %s is a downgrade (use skewer rollback)", name, v, target)
+		case cur.Major() != to.Major() || (to.Minor() > cur.Minor()+1) || (cur.Minor() > to.Minor()+1):
+			return nil, fmt.Errorf("version skew not allowed: %s runs %s, more than one minor from %s", name, v, target)
+		}
+		old = append(old, name)
+	}
+	if len(old) == 0 {
+		return nil, fmt.Errorf("every control plane already runs %s", target)
+	}
+	// The bootstrap node (first by name) goes last: kind reads the
+	// kubeconfig from it for as long as possible.
+	sort.Sort(sort.Reverse(sort.StringSlice(old)))
+	if in.PauseAfter > 0 && in.PauseAfter < len(old) {
+		old = old[:in.PauseAfter]
+	}
+	actions := []Action{Do("set ClusterConfiguration kubernetesVersion to "+target, func(ctx context.Context, c *cluster.Cluster) error {
+		_, err := c.SetKubernetesVersion(ctx, target)
+		return err
+	})}
+	for _, name := range old {
+		actions = append(actions, replace(name, target)...)
+	}
+	return actions, nil
+}
+
+// replace is the surge of one control plane.
+func replace(oldName, target string) []Action {
+	var added cluster.Node // set by the first action, read by the rest
+	return []Action{
+		Do(fmt.Sprintf("start a %s control-plane node to replace %s", target, oldName), func(ctx context.Context, c *cluster.Cluster) error {
+			n, err := c.StartControlPlaneNode(ctx, target)
+			added = n
+			return err
+		}),
+		Do("join the new node with kubeadm", func(ctx context.Context, c *cluster.Cluster) error {
+			member, err := c.BootstrapControlPlane(ctx)
+			if err != nil {
+				return err
+			}
+			if member.Name == added.Name {
+				cps, _ := c.SecondaryControlPlanes(ctx)
+				member = cps[0]
+			}
+			return c.JoinControlPlane(ctx, member, added)
+		}),
+		Do("wait for the new node Ready and its apiserver at "+target, func(ctx context.Context, c *cluster.Cluster) error {
+			return waitControlPlane(ctx, c, added, target)
+		}),
+		Do("add the new node to the load balancer", func(ctx context.Context, c *cluster.Cluster) error {
+			return c.SyncLoadBalancer(ctx)
+		}),
+		Do("drain "+oldName, func(ctx context.Context, c *cluster.Cluster) error {
+			return c.Drain(ctx, oldName)
+		}),
+		Do("remove "+oldName+" (etcd member, identity lease, Node, container, load balancer backend)", func(ctx context.Context, c *cluster.Cluster) error {
+			n, err := nodeByName(ctx, c, oldName)
+			if err != nil {
+				return err
+			}
+			return c.RemoveControlPlane(ctx, n)
+		}),
+		Do("check etcd members, identity leases and load balancer backends equal the control planes", func(ctx context.Context, c *cluster.Cluster) error {
+			return CheckMembership(ctx, c)
+		}),
+	}
+}
+
+func nodeByName(ctx context.Context, c *cluster.Cluster, name string) (cluster.Node, error) {
+	all, err := c.Nodes(ctx)
+	if err != nil {
+		return cluster.Node{}, err
+	}
+	for _, n := range all {
+		if n.Name == name {
+			return n, nil
+		}
+	}
+	return cluster.Node{}, fmt.Errorf("no node %s in cluster %s", name, c.Name)
+}
+
+// waitControlPlane waits until node's apiserver answers /version with
+// version and its Node is Ready, and says which condition it last saw
+// unmet when it gives up.
+func waitControlPlane(ctx context.Context, c *cluster.Cluster, node cluster.Node, version string) error {
+	ctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+	defer cancel()
+	last := "nothing observed yet"
+	for {
+		if ok, seen := controlPlaneReady(ctx, c, node, version); ok {
+			return nil
+		} else {
+			last = seen
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready at %s within 4m: %s", node.Name, version, last)
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+func controlPlaneReady(ctx context.Context, c *cluster.Cluster, node cluster.Node, version string) (bool, string) {
+	cs, err := c.APIServerClient(ctx, node)
+	if err != nil {
+		return false, err.Error()
+	}
+	v, err := cs.Discovery().ServerVersion()
+	if err != nil {
+		return false, "its apiserver: " + err.Error()
+	}
+	if v.GitVersion != version {
+		return false, "its apiserver reports " + v.GitVersion
+	}
+	n, err := cs.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+	if err != nil {
+		return false, "its Node: " + err.Error()
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			if cond.Status == corev1.ConditionTrue {
+				return true, ""
+			}
+			return false, fmt.Sprintf("Node Ready=%s (%s)", cond.Status, cond.Message)
+		}
+	}
+	return false, "Node has no Ready condition"
+}
+
+// CheckMembership compares etcd's members, the apiserver identity leases
+// and the load balancer's backends with the control-plane nodes.
+func CheckMembership(ctx context.Context, c *cluster.Cluster) error {
+	cps, err := c.ControlPlanes(ctx)
+	if err != nil {
+		return err
+	}
+	var names, backends []string
+	for _, n := range cps {
+		names = append(names, n.Name)
+		backends = append(backends, fmt.Sprintf("%s:%d", n.Name, cluster.APIServerPort))
+	}
+	sort.Strings(names)
+	sort.Strings(backends)
+	members, err := c.EtcdMembers(ctx, cps[0])
+	if err != nil {
+		return err
+	}
+	leases, err := c.APIServerIdentities(ctx)
+	if err != nil {
+		return err
+	}
+	lb, err := c.LoadBalancerBackends(ctx)
+	if err != nil {
+		return err
+	}
+	var diffs []string
+	for what, got := range map[string][]string{"etcd members": members, "apiserver identity leases": leases} {
+		if strings.Join(got, ",") != strings.Join(names, ",") {
+			diffs = append(diffs, fmt.Sprintf("%s are %v", what, got))
+		}
+	}
+	if strings.Join(lb, ",") != strings.Join(backends, ",") {
+		diffs = append(diffs, fmt.Sprintf("load balancer backends are %v", lb))
+	}
+	if len(diffs) > 0 {
+		return fmt.Errorf("control planes are %v but %s", names, strings.Join(diffs, "; "))
+	}
+	return nil
+}

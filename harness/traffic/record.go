@@ -1,0 +1,120 @@
+// Package traffic runs steady request streams against a cluster during a
+// transition - through the load balancer and against each apiserver
+// directly - and records every request, so a summary can say what was lost,
+// what failed and how slow it was, phase by phase.
+package traffic
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Record is one request.
+type Record struct {
+	Time    time.Time     `json:"time"`
+	Phase   string        `json:"phase"`
+	Target  string        `json:"target"`  // "lb" or a node name
+	Server  string        `json:"server"`  // the target's version, as last seen
+	Verb    string        `json:"verb"`    // create, get, list, watch-event
+	Object  string        `json:"object"`  // resource, and name where there is one
+	Code    int           `json:"code"`    // HTTP status; 0 when no response came
+	Latency time.Duration `json:"latency"` // until the response
+	Err     string        `json:"err,omitempty"`
+	// Probe names what the request checks: "write", "read", "new-api".
+	Probe string `json:"probe"`
+}
+
+// Summary is what a transition did to the traffic.
+type Summary struct {
+	Requests int
+	// Acknowledged writes (201) that a final list does not find.
+	LostWrites []string
+	// Acknowledged writes that a watch through the load balancer never delivered.
+	MissedWatchEvents []string
+	// FalseNotFound counts 404s for a resource some apiserver serves.
+	FalseNotFound int
+	Phases        []PhaseSummary
+}
+
+// PhaseSummary is one phase's error counts and latencies.
+type PhaseSummary struct {
+	Phase         string
+	Requests      int
+	ServerErrors  int // 5xx
+	NoResponse    int // connection refused, reset, timeout
+	P50, P99      time.Duration
+	FalseNotFound int
+	CodesByTarget map[string]map[int]int
+}
+
+// Summarize computes the per-phase view of records. capable says whether
+// a phase had, from start to end, an apiserver serving the new API: a 404
+// for it there is a false 404.
+func Summarize(records []Record, capable func(phase string) bool) []PhaseSummary {
+	byPhase := map[string][]Record{}
+	var order []string
+	for _, r := range records {
+		if _, ok := byPhase[r.Phase]; !ok {
+			order = append(order, r.Phase)
+		}
+		byPhase[r.Phase] = append(byPhase[r.Phase], r)
+	}
+	var out []PhaseSummary
+	for _, phase := range order {
+		rs := byPhase[phase]
+		s := PhaseSummary{Phase: phase, Requests: len(rs), CodesByTarget: map[string]map[int]int{}}
+		var lat []time.Duration
+		for _, r := range rs {
+			if s.CodesByTarget[r.Target] == nil {
+				s.CodesByTarget[r.Target] = map[int]int{}
+			}
+			s.CodesByTarget[r.Target][r.Code]++
+			switch {
+			case r.Code == 0:
+				s.NoResponse++
+			case r.Code >= 500:
+				s.ServerErrors++
+			case r.Code == 404 && r.Probe == "new-api" && capable(phase):
+				s.FalseNotFound++
+			}
+			if r.Code != 0 {
+				lat = append(lat, r.Latency)
+			}
+		}
+		s.P50, s.P99 = percentile(lat, 0.50), percentile(lat, 0.99)
+		out = append(out, s)
+	}
+	return out
+}
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	sorted := append([]time.Duration(nil), d...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+	i := int(float64(len(sorted)-1) * p)
+	return sorted[i]
+}
+
+// String renders the summary as a table a person reads in a test log.
+func (s Summary) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "requests %d, acknowledged writes lost %d, watch events missed %d, false 404s %d\n",
+		s.Requests, len(s.LostWrites), len(s.MissedWatchEvents), s.FalseNotFound)
+	fmt.Fprintf(&b, "%-60s %8s %6s %8s %9s %9s\n", "phase", "requests", "5xx", "no-resp", "p50", "p99")
+	for _, p := range s.Phases {
+		fmt.Fprintf(&b, "%-60s %8d %6d %8d %9s %9s\n", truncate(p.Phase, 60), p.Requests, p.ServerErrors, p.NoResponse,
+			p.P50.Round(100*time.Microsecond), p.P99.Round(100*time.Microsecond))
+	}
+	return b.String()
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}

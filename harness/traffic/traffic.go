@@ -1,0 +1,373 @@
+package traffic
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/nodeimage"
+)
+
+// Options shape the traffic.
+type Options struct {
+	// Namespace holds the objects the writers make (default skewer-traffic).
+	Namespace string
+	// Interval between two rounds of one stream (default 200ms).
+	Interval time.Duration
+	// Timeout of each request (default 5s).
+	Timeout time.Duration
+	// NewAPIPath is a collection only newer apiservers serve, e.g.
+	// /apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies, and
+	// NewAPISince the first version that serves it. A 404 for it is false
+	// while any control plane at NewAPISince or later is in the cluster.
+	NewAPIPath  string
+	NewAPISince string
+}
+
+const writeLabel = "skewer.io/traffic"
+
+// Traffic is running request streams.
+type Traffic struct {
+	c    *cluster.Cluster
+	opts Options
+	ctx  context.Context
+
+	mu      sync.Mutex
+	records []Record
+	phase   string
+	streams map[string]context.CancelFunc
+	acked   map[string]bool
+	seen    map[string]bool // delivered by the watch
+	capable atomic.Bool     // an apiserver serving NewAPIPath is in the cluster
+	// phaseCapable says, per phase, whether such an apiserver was there at
+	// the phase's start and at its end: only then is a 404 for it false.
+	phaseCapable map[string]bool
+	seq          atomic.Int64
+	wg           sync.WaitGroup
+	stopAll      context.CancelFunc
+}
+
+// Start begins the streams: one through the load balancer, one per control
+// plane's own apiserver, and a watch through the load balancer.
+func Start(ctx context.Context, c *cluster.Cluster, opts Options) (*Traffic, error) {
+	if opts.Namespace == "" {
+		opts.Namespace = "skewer-traffic"
+	}
+	if opts.Interval == 0 {
+		opts.Interval = 200 * time.Millisecond
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = 5 * time.Second
+	}
+	cfg, err := c.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: opts.Namespace}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("failed to create namespace %s: %w", opts.Namespace, err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	t := &Traffic{c: c, opts: opts, ctx: runCtx, stopAll: cancel, phase: "start",
+		streams: map[string]context.CancelFunc{}, acked: map[string]bool{}, seen: map[string]bool{},
+		phaseCapable: map[string]bool{}}
+	if err := t.watch(cs); err != nil {
+		cancel()
+		return nil, err
+	}
+	t.startStream("lb", cfg)
+	if err := t.Refresh(ctx); err != nil {
+		cancel()
+		return nil, err
+	}
+	t.phaseCapable[t.phase] = t.capable.Load()
+	return t, nil
+}
+
+// Phase refreshes the streams (see Refresh) and names the phase the
+// following records belong to.
+func (t *Traffic) Phase(ctx context.Context, name string) error {
+	err := t.Refresh(ctx)
+	t.endPhase()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.phase = name
+	t.phaseCapable[name] = t.capable.Load()
+	return err
+}
+
+// endPhase closes the current phase's capability with the present one.
+func (t *Traffic) endPhase() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.phaseCapable[t.phase] = t.phaseCapable[t.phase] && t.capable.Load()
+}
+
+// Refresh follows the control planes: a stream for each new one, none for
+// one that is gone, and whether an apiserver serving the new API is there.
+func (t *Traffic) Refresh(ctx context.Context) error {
+	cps, err := t.c.ControlPlanes(ctx)
+	if err != nil {
+		return err
+	}
+	current := map[string]bool{}
+	capable := false
+	for _, n := range cps {
+		current[n.Name] = true
+		cfg, err := t.c.APIServerConfig(ctx, n)
+		if err != nil {
+			continue // not published yet: the next refresh takes it
+		}
+		if t.opts.NewAPISince != "" {
+			if v := serverVersion(cfg); v != "" && atLeast(v, t.opts.NewAPISince) {
+				capable = true
+			}
+		}
+		t.mu.Lock()
+		_, running := t.streams[n.Name]
+		t.mu.Unlock()
+		if !running {
+			t.startStream(n.Name, cfg)
+		}
+	}
+	t.capable.Store(capable)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for name, stop := range t.streams {
+		if name != "lb" && !current[name] {
+			stop()
+			delete(t.streams, name)
+		}
+	}
+	return nil
+}
+
+func atLeast(v, since string) bool {
+	a, err1 := nodeimage.ParseVersion(v)
+	b, err2 := nodeimage.ParseVersion(since)
+	return err1 == nil && err2 == nil && !a.LessThan(b)
+}
+
+func serverVersion(cfg *rest.Config) string {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Timeout = 3 * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return ""
+	}
+	v, err := cs.Discovery().ServerVersion()
+	if err != nil {
+		return ""
+	}
+	return v.GitVersion
+}
+
+func (t *Traffic) add(r Record) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r.Phase = t.phase
+	t.records = append(t.records, r)
+}
+
+func (t *Traffic) startStream(target string, cfg *rest.Config) {
+	ctx, cancel := context.WithCancel(t.ctx)
+	t.mu.Lock()
+	t.streams[target] = cancel
+	t.mu.Unlock()
+	cfg = rest.CopyConfig(cfg)
+	cfg.Timeout = t.opts.Timeout
+	cfg.QPS, cfg.Burst = -1, 0 // the stream's own interval paces it
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		t.stream(ctx, target, cfg)
+	}()
+}
+
+// stream writes a ConfigMap carrying a sequence number, reads it back and
+// asks for the new API, every interval, until ctx ends.
+func (t *Traffic) stream(ctx context.Context, target string, cfg *rest.Config) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return
+	}
+	server := serverVersion(cfg)
+	tick := time.NewTicker(t.opts.Interval)
+	defer tick.Stop()
+	for round := 1; ; round++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if round%25 == 0 {
+			if v := serverVersion(cfg); v != "" {
+				server = v
+			}
+		}
+		seq := t.seq.Add(1)
+		name := fmt.Sprintf("w-%07d-%s", seq, strings.TrimPrefix(target, t.c.Name+"-"))
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{writeLabel: "write"}},
+			Data:       map[string]string{"seq": fmt.Sprint(seq), "target": target},
+		}
+		start := time.Now()
+		_, err := cs.CoreV1().ConfigMaps(t.opts.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+		code := statusCode(err, http.StatusCreated)
+		if ctx.Err() != nil {
+			return
+		}
+		t.add(Record{Time: start, Target: target, Server: server, Verb: "create", Object: "configmaps/" + name,
+			Code: code, Latency: time.Since(start), Err: errString(err), Probe: "write"})
+		if code == http.StatusCreated {
+			t.mu.Lock()
+			t.acked[name] = true
+			t.mu.Unlock()
+			start = time.Now()
+			_, err = cs.CoreV1().ConfigMaps(t.opts.Namespace).Get(ctx, name, metav1.GetOptions{})
+			t.add(Record{Time: start, Target: target, Server: server, Verb: "get", Object: "configmaps/" + name,
+				Code: statusCode(err, http.StatusOK), Latency: time.Since(start), Err: errString(err), Probe: "read"})
+		}
+		if t.opts.NewAPIPath != "" {
+			start = time.Now()
+			var status int
+			err := cs.Discovery().RESTClient().Get().AbsPath(t.opts.NewAPIPath).Do(ctx).StatusCode(&status).Error()
+			if status == 0 {
+				status = statusCode(err, http.StatusOK)
+			}
+			t.add(Record{Time: start, Target: target, Server: server, Verb: "list", Object: t.opts.NewAPIPath,
+				Code: status, Latency: time.Since(start), Err: errString(err), Probe: "new-api"})
+		}
+	}
+}
+
+func statusCode(err error, ok int) int {
+	if err == nil {
+		return ok
+	}
+	if s, isStatus := err.(apierrors.APIStatus); isStatus && s.Status().Code != 0 {
+		return int(s.Status().Code)
+	}
+	return 0
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// watch keeps an informer on the written objects through the load
+// balancer; it relists and rewatches across apiserver restarts as any
+// controller would.
+func (t *Traffic) watch(cs kubernetes.Interface) error {
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(t.opts.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = writeLabel + "=write" }))
+	inf := f.Core().V1().ConfigMaps().Informer()
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+		if cm, ok := obj.(*corev1.ConfigMap); ok {
+			t.mu.Lock()
+			t.seen[cm.Name] = true
+			t.mu.Unlock()
+		}
+	}})
+	if err != nil {
+		return err
+	}
+	f.Start(t.ctx.Done())
+	return nil
+}
+
+// Records returns a copy of every record so far.
+func (t *Traffic) Records() []Record {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]Record(nil), t.records...)
+}
+
+// Stop ends the streams and accounts for every acknowledged write: a final
+// list through the load balancer must find it, and the watch must have
+// delivered it (given a grace period to catch up).
+func (t *Traffic) Stop(ctx context.Context) (Summary, error) {
+	t.mu.Lock()
+	for _, stop := range t.streams {
+		stop()
+	}
+	t.mu.Unlock()
+	t.wg.Wait()
+	defer t.stopAll()
+	_ = t.Refresh(ctx)
+	t.endPhase()
+
+	cfg, err := t.c.RESTConfig()
+	if err != nil {
+		return Summary{}, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return Summary{}, err
+	}
+	list, err := cs.CoreV1().ConfigMaps(t.opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: writeLabel + "=write"})
+	if err != nil {
+		return Summary{}, fmt.Errorf("failed to list the written objects: %w", err)
+	}
+	stored := map[string]bool{}
+	for _, cm := range list.Items {
+		stored[cm.Name] = true
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	var s Summary
+	for {
+		t.mu.Lock()
+		capable := func(phase string) bool { return t.phaseCapable[phase] }
+		s = Summary{Requests: len(t.records), Phases: Summarize(t.records, capable)}
+		s.LostWrites, s.MissedWatchEvents = nil, nil
+		for name := range t.acked {
+			if !stored[name] {
+				s.LostWrites = append(s.LostWrites, name)
+			}
+			if !t.seen[name] {
+				s.MissedWatchEvents = append(s.MissedWatchEvents, name)
+			}
+		}
+		t.mu.Unlock()
+		if len(s.MissedWatchEvents) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	sort.Strings(s.LostWrites)
+	sort.Strings(s.MissedWatchEvents)
+	for _, p := range s.Phases {
+		s.FalseNotFound += p.FalseNotFound
+	}
+	return s, nil
+}
+
+// Delete removes the traffic's namespace.
+func (t *Traffic) Delete(ctx context.Context) error {
+	cs, err := t.c.Client()
+	if err != nil {
+		return err
+	}
+	return cs.CoreV1().Namespaces().Delete(ctx, t.opts.Namespace, metav1.DeleteOptions{})
+}
