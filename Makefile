@@ -39,7 +39,7 @@ images: deps docker build
 e2e: images
 	mkdir -p $(ARTIFACTS)
 	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit.xml --format testname -- \
-	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/...
+	  -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./suites/...
 	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit-mixed.xml --format testname -- \
 	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/smoke -args -skewer.profile=ha-mixed
 

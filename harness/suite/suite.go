@@ -140,6 +140,10 @@ func (s *Suite) setup(ctx context.Context, profile string) error {
 		if *flagVersion != "" {
 			spec.Version = *flagVersion
 		}
+		// One cluster per suite, named after it, so suites never collide.
+		if wd, err := os.Getwd(); err == nil {
+			spec.Name += "-" + filepath.Base(wd)
+		}
 		s.Spec = spec
 		src, err := nodeimage.ParseSource(*flagImageSource)
 		if err != nil {
