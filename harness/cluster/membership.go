@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -179,6 +180,9 @@ func (c *Cluster) JoinControlPlane(ctx context.Context, member, node Node) error
 	return nil
 }
 
+// joinConfiguration is the JoinConfiguration kind would give a secondary
+// control plane, preflight skipped as kind skips it (its system checks
+// refuse a cgroup v1 host outright).
 func joinConfiguration(apiVersion, cluster, node, ip, token string) string {
 	args := func(pairs ...string) string {
 		var b strings.Builder
@@ -205,19 +209,27 @@ nodeRegistration:
     apiServerEndpoint: %q
     token: %q
     unsafeSkipCAVerification: true
+skipPhases:
+- preflight
 `, apiVersion, ip, APIServerPort,
 		args("node-ip", ip, "provider-id", fmt.Sprintf("kind://docker/%s/%s", cluster, node), "node-labels", ""),
 		fmt.Sprintf("%s-external-load-balancer:%d", cluster, APIServerPort), token)
 }
 
 // SyncLoadBalancer points kind's load balancer at exactly the current
-// control planes, rewriting the endpoints of the CDS kind wrote (its health
-// checks kept) with an atomic rename, the way kind does.
-func (c *Cluster) SyncLoadBalancer(ctx context.Context) error {
+// control planes but those named in except, rewriting the endpoints of the
+// CDS kind wrote (its health checks kept) with an atomic rename, as kind does.
+func (c *Cluster) SyncLoadBalancer(ctx context.Context, except ...string) error {
 	lb := c.Name + "-external-load-balancer"
-	cps, err := c.ControlPlanes(ctx)
+	all, err := c.ControlPlanes(ctx)
 	if err != nil {
 		return err
+	}
+	var cps []Node
+	for _, n := range all {
+		if !slices.Contains(except, n.Name) {
+			cps = append(cps, n)
+		}
 	}
 	raw, err := docker.Exec(ctx, lb, "cat", cdsPath)
 	if err != nil {

@@ -124,11 +124,16 @@ func evictable(ctx context.Context, cs kubernetes.Interface, node string) ([]cor
 	return out, nil
 }
 
-// RemoveControlPlane takes a drained control plane out for good: kubeadm
-// reset (which removes its etcd member), its apiserver identity lease (so no
-// peer keeps routing to it), its Node object, its container, and its
-// backend in the load balancer.
+// RemoveControlPlane takes a drained control plane out for good: its
+// backend in the load balancer, kubeadm reset (which removes its etcd
+// member), its apiserver identity lease (so no peer keeps routing to it),
+// its Node object and its container.
 func (c *Cluster) RemoveControlPlane(ctx context.Context, node Node) error {
+	// Out of the load balancer first, so no new connection goes to an
+	// apiserver about to stop.
+	if err := c.SyncLoadBalancer(ctx, node.Name); err != nil {
+		return err
+	}
 	if _, err := node.Run(ctx, "kubeadm", "reset", "--force", "--v=2"); err != nil {
 		return fmt.Errorf("kubeadm reset on %s: %w", node.Name, err)
 	}
@@ -149,10 +154,7 @@ func (c *Cluster) RemoveControlPlane(ctx context.Context, node Node) error {
 	if err := cs.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("failed to delete Node %s: %w", node.Name, err)
 	}
-	if err := docker.Remove(ctx, node.Name); err != nil {
-		return err
-	}
-	return c.SyncLoadBalancer(ctx)
+	return docker.Remove(ctx, node.Name)
 }
 
 // APIServerIdentities lists the hostnames holding an apiserver identity

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/internal/source"
 )
 
 // Spec describes a cluster. Profiles in clusters/*.yaml are Specs.
@@ -165,27 +166,21 @@ func (s *Spec) Validate() error {
 	return nil
 }
 
-// FindProfile finds a profile by name (clusters/<name>.yaml, from the
-// working directory up) or takes it as a path.
+// FindProfile finds a profile by name (clusters/<name>.yaml in skewer's
+// checkout) or takes it as a path.
 func FindProfile(profile string) (string, error) {
 	if strings.ContainsAny(profile, "/.") {
 		return profile, nil
 	}
-	dir, err := os.Getwd()
+	root, err := source.Root()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("no profile %q: %w", profile, err)
 	}
-	for {
-		p := filepath.Join(dir, "clusters", profile+".yaml")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no profile %q (looked for clusters/%s.yaml from the working directory up)", profile, profile)
-		}
-		dir = parent
+	p := filepath.Join(root, "clusters", profile+".yaml")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("no profile %q (no %s)", profile, p)
 	}
+	return p, nil
 }
 
 func mkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }

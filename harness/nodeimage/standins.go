@@ -1,11 +1,9 @@
 package nodeimage
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -14,9 +12,8 @@ import (
 	"strings"
 
 	"github.com/skewer-k8s/skewer/internal/run"
+	"github.com/skewer-k8s/skewer/internal/source"
 )
-
-const modulePath = "github.com/skewer-k8s/skewer"
 
 // standIn is a program of this repository that stands in for an image kind
 // would otherwise pull.
@@ -26,33 +23,6 @@ type standIn struct {
 	ref     string // image reference kind or the node expects
 	extra   string // Dockerfile lines after COPY
 	withTag bool   // tag ref with the source key (kind does not name this image)
-}
-
-// sourceRoot finds the skewer module's source, from $SKEWER_SOURCE or by
-// walking up from the working directory.
-func sourceRoot() (string, error) {
-	if d := os.Getenv("SKEWER_SOURCE"); d != "" {
-		return d, nil
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if f, err := os.Open(filepath.Join(dir, "go.mod")); err == nil {
-			sc := bufio.NewScanner(f)
-			sc.Scan()
-			f.Close()
-			if strings.TrimSpace(sc.Text()) == "module "+modulePath {
-				return dir, nil
-			}
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("the stand-in images are built from skewer's source: run from the skewer checkout or set SKEWER_SOURCE")
-		}
-		dir = parent
-	}
 }
 
 // sourceKey digests the Go files of a package tree and the module's go.sum.
@@ -82,9 +52,9 @@ func sourceKey(root, dir string) (string, error) {
 }
 
 func (p *plan) standIns(ctx context.Context) (bool, error) {
-	root, err := sourceRoot()
+	root, err := source.Root()
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("the stand-in images are built from skewer's source: %w", err)
 	}
 	lb := standIn{dir: "standins/lb", binary: "envoy", ref: loadBalancerImage,
 		extra: "RUN mkdir -p /home/envoy\n"}

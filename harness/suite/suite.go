@@ -24,6 +24,7 @@ import (
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/internal/source"
 )
 
 var (
@@ -50,10 +51,14 @@ type Suite struct {
 // Failed says whether any test of the suite has failed so far.
 func (s *Suite) Failed() bool { return s.failed.Load() }
 
-// ArtifactsDir is $ARTIFACTS, else ./_artifacts.
+// ArtifactsDir is $ARTIFACTS, else _artifacts at the root of the checkout
+// (go test runs in each package's directory), else ./_artifacts.
 func ArtifactsDir() string {
 	if d := os.Getenv("ARTIFACTS"); d != "" {
 		return d
+	}
+	if root, err := source.Root(); err == nil {
+		return filepath.Join(root, "_artifacts")
 	}
 	return "_artifacts"
 }

@@ -56,6 +56,7 @@ type Traffic struct {
 	// phaseCapable says, per phase, whether such an apiserver was there at
 	// the phase's start and at its end: only then is a 404 for it false.
 	phaseCapable map[string]bool
+	phases       int
 	seq          atomic.Int64
 	wg           sync.WaitGroup
 	stopAll      context.CancelFunc
@@ -109,8 +110,10 @@ func (t *Traffic) Phase(ctx context.Context, name string) error {
 	t.endPhase()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.phase = name
-	t.phaseCapable[name] = t.capable.Load()
+	// Numbered: a step that repeats (each node's join) is a phase of its own.
+	t.phases++
+	t.phase = fmt.Sprintf("%02d %s", t.phases, name)
+	t.phaseCapable[t.phase] = t.capable.Load()
 	return err
 }
 
@@ -136,14 +139,19 @@ func (t *Traffic) Refresh(ctx context.Context) error {
 		if err != nil {
 			continue // not published yet: the next refresh takes it
 		}
+		t.mu.Lock()
+		_, running := t.streams[n.Name]
+		t.mu.Unlock()
+		// A stream starts once the apiserver says it is ready, as a client
+		// behind a readiness-checking balancer would meet it.
+		if !running && !ready(ctx, cfg) {
+			continue
+		}
 		if t.opts.NewAPISince != "" {
 			if v := serverVersion(cfg); v != "" && atLeast(v, t.opts.NewAPISince) {
 				capable = true
 			}
 		}
-		t.mu.Lock()
-		_, running := t.streams[n.Name]
-		t.mu.Unlock()
 		if !running {
 			t.startStream(n.Name, cfg)
 		}
@@ -164,6 +172,19 @@ func atLeast(v, since string) bool {
 	a, err1 := nodeimage.ParseVersion(v)
 	b, err2 := nodeimage.ParseVersion(since)
 	return err1 == nil && err2 == nil && !a.LessThan(b)
+}
+
+// ready says whether the apiserver answers /readyz with 200.
+func ready(ctx context.Context, cfg *rest.Config) bool {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Timeout = 3 * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return false
+	}
+	var code int
+	cs.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).StatusCode(&code)
+	return code == http.StatusOK
 }
 
 func serverVersion(cfg *rest.Config) string {
