@@ -98,7 +98,7 @@ func Open(ctx context.Context, name string, o Options) (*Cluster, error) {
 func (c *Cluster) Kubeconfig() string { return layout{c.Dir}.kubeconfig() }
 
 // Delete removes the cluster's containers and network entries, and its
-// state directory unless keep is set.
+// state directory unless keepFiles is set.
 func (c *Cluster) Delete(ctx context.Context, keepFiles bool) error {
 	if err := c.provider.Delete(c.Name, c.Kubeconfig()); err != nil {
 		return fmt.Errorf("failed to delete cluster %q: %w", c.Name, err)
