@@ -156,8 +156,35 @@ func labels(key string) []string {
 // Build makes the node image for Kubernetes version v, building only what
 // the cache lacks, and returns its reference.
 func (b *Builder) Build(ctx context.Context, v *version.Version) (string, error) {
-	if err := docker.Ping(ctx); err != nil {
+	p, err := b.build(ctx, v)
+	if err != nil {
 		return "", err
+	}
+	return Ref(p.v), nil
+}
+
+// Artifacts are the pieces a node image of one version is made of, for an
+// in-place upgrade of a node that runs another.
+type Artifacts struct {
+	NodeImage string
+	// BinDir holds kubeadm, kubelet, kubectl and the kube-* binaries.
+	BinDir string
+	// ImageTars are docker-archive tars of every image the node preloads.
+	ImageTars []string
+}
+
+// Artifacts builds what the cache lacks for version v and returns its pieces.
+func (b *Builder) Artifacts(ctx context.Context, v *version.Version) (*Artifacts, error) {
+	p, err := b.build(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	return &Artifacts{NodeImage: Ref(v), BinDir: p.kubeDir, ImageTars: p.imageTars}, nil
+}
+
+func (b *Builder) build(ctx context.Context, v *version.Version) (*plan, error) {
+	if err := docker.Ping(ctx); err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	b.logf("building node image %s offline (cache %s)", Ref(v), b.cacheDir())
@@ -169,10 +196,10 @@ func (b *Builder) Build(ctx context.Context, v *version.Version) (string, error)
 	rootfsDone := make(chan error, 1)
 	go func() { rootfsDone <- b.step(rootfsCtx, "Debian "+debianSuite+" root filesystems", p.rootfs) }()
 	if err := b.step(ctx, "Kubernetes v"+v.String()+" binaries", p.kubeBinaries); err != nil {
-		return "", err
+		return nil, err
 	}
 	if err := <-rootfsDone; err != nil {
-		return "", err
+		return nil, err
 	}
 	steps := []struct {
 		name string
@@ -185,11 +212,11 @@ func (b *Builder) Build(ctx context.Context, v *version.Version) (string, error)
 	}
 	for _, s := range steps {
 		if err := b.step(ctx, s.name, s.fn); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
 	b.logf("node image %s ready in %s", Ref(v), time.Since(start).Round(100*time.Millisecond))
-	return Ref(v), nil
+	return p, nil
 }
 
 // plan carries what earlier steps produced to later ones.

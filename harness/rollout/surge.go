@@ -52,36 +52,9 @@ func NodeVersions(ctx context.Context, c *cluster.Cluster) (map[string]string, e
 // in.To and the load balancer sends it traffic, then drain and remove an old
 // one. Quorum holds throughout: the cluster grows to N+1 before shrinking.
 func Surge(ctx context.Context, c *cluster.Cluster, in SurgeInput) ([]Action, error) {
-	to, err := nodeimage.ParseVersion(in.To)
+	old, target, err := toMove(ctx, c, in.To, in.AllowDowngrade)
 	if err != nil {
 		return nil, err
-	}
-	target := "v" + to.String()
-	versions, err := NodeVersions(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	if len(versions) < 3 {
-		return nil, fmt.Errorf("cluster %q has %d control plane(s): a rolling replacement needs an HA control plane (3 or more)", c.Name, len(versions))
-	}
-	var old []string
-	for name, v := range versions {
-		cur, err := nodeimage.ParseVersion(v)
-		if err != nil {
-			return nil, fmt.Errorf("%s runs %q: %w", name, v, err)
-		}
-		switch {
-		case cur.EqualTo(to):
-			continue
-		case to.LessThan(cur) && !in.AllowDowngrade:
-			return nil, fmt.Errorf("%s runs %s: %s is a downgrade (use skewer rollback)", name, v, target)
-		case cur.Major() != to.Major() || (to.Minor() > cur.Minor()+1) || (cur.Minor() > to.Minor()+1):
-			return nil, fmt.Errorf("version skew not allowed: %s runs %s, more than one minor from %s", name, v, target)
-		}
-		old = append(old, name)
-	}
-	if len(old) == 0 {
-		return nil, fmt.Errorf("every control plane already runs %s", target)
 	}
 	// The bootstrap node (first by name) goes last: kind reads the
 	// kubeconfig from it for as long as possible.
@@ -97,6 +70,43 @@ func Surge(ctx context.Context, c *cluster.Cluster, in SurgeInput) ([]Action, er
 		actions = append(actions, replace(name, target)...)
 	}
 	return actions, nil
+}
+
+// toMove validates a move of the control planes to version and lists
+// those not there yet: an HA control plane, no skew beyond one minor, and
+// no downgrade unless allowed.
+func toMove(ctx context.Context, c *cluster.Cluster, version string, allowDowngrade bool) (old []string, target string, err error) {
+	to, err := nodeimage.ParseVersion(version)
+	if err != nil {
+		return nil, "", err
+	}
+	target = "v" + to.String()
+	versions, err := NodeVersions(ctx, c)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(versions) < 3 {
+		return nil, "", fmt.Errorf("cluster %q has %d control plane(s): a rolling replacement needs an HA control plane (3 or more)", c.Name, len(versions))
+	}
+	for name, v := range versions {
+		cur, err := nodeimage.ParseVersion(v)
+		if err != nil {
+			return nil, "", fmt.Errorf("%s runs %q: %w", name, v, err)
+		}
+		switch {
+		case cur.EqualTo(to):
+			continue
+		case to.LessThan(cur) && !allowDowngrade:
+			return nil, "", fmt.Errorf("%s runs %s: %s is a downgrade (use skewer rollback)", name, v, target)
+		case cur.Major() != to.Major() || (to.Minor() > cur.Minor()+1) || (cur.Minor() > to.Minor()+1):
+			return nil, "", fmt.Errorf("version skew not allowed: %s runs %s, more than one minor from %s", name, v, target)
+		}
+		old = append(old, name)
+	}
+	if len(old) == 0 {
+		return nil, "", fmt.Errorf("every control plane already runs %s", target)
+	}
+	return old, target, nil
 }
 
 // replace is the surge of one control plane.

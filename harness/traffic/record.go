@@ -33,9 +33,11 @@ type Summary struct {
 	LostWrites []string
 	// Acknowledged writes that a watch through the load balancer never delivered.
 	MissedWatchEvents []string
-	// FalseNotFound counts 404s for a resource some apiserver serves.
-	FalseNotFound int
-	Phases        []PhaseSummary
+	// FalseNotFound counts 404s for a resource some apiserver serves, and
+	// FalseNotFoundRecords are those requests, as evidence.
+	FalseNotFound        int
+	FalseNotFoundRecords []Record
+	Phases               []PhaseSummary
 }
 
 // PhaseSummary is one phase's error counts and latencies.

@@ -381,6 +381,13 @@ func (t *Traffic) Stop(ctx context.Context) (Summary, error) {
 	for _, p := range s.Phases {
 		s.FalseNotFound += p.FalseNotFound
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range t.records {
+		if r.Probe == "new-api" && r.Code == http.StatusNotFound && t.phaseCapable[r.Phase] {
+			s.FalseNotFoundRecords = append(s.FalseNotFoundRecords, r)
+		}
+	}
 	return s, nil
 }
 

@@ -42,15 +42,15 @@ func rolloutCommand() *cobra.Command {
 			if f.to == "" {
 				return fmt.Errorf("--to is required (e.g. --to v1.36.3)")
 			}
-			if f.strategy != "surge" {
-				return fmt.Errorf("unknown strategy %q: surge is the one implemented (in-place comes next)", f.strategy)
+			if f.strategy != "surge" && f.strategy != "in-place" {
+				return fmt.Errorf("unknown strategy %q: want surge or in-place", f.strategy)
 			}
 			return runRollout(cmd, f, false)
 		},
 	}
 	cmd.Flags().StringVar(&f.name, "name", "skewer-ha", "cluster name")
 	cmd.Flags().StringVar(&f.to, "to", "", "target Kubernetes version")
-	cmd.Flags().StringVar(&f.strategy, "strategy", "surge", "surge (join new, remove old)")
+	cmd.Flags().StringVar(&f.strategy, "strategy", "surge", "surge (join new, remove old) or in-place (kubeadm upgrade)")
 	cmd.Flags().IntVar(&f.pauseAfter, "pause-after", 0, "stop after this many control planes (0: all), holding the mixed window")
 	cmd.Flags().StringVar(&f.imageSource, "image-source", "build", "where the target node image comes from: build, local or pull")
 	return cmd
@@ -102,13 +102,26 @@ func runRollout(cmd *cobra.Command, f rolloutFlags, rollback bool) error {
 		return err
 	}
 	printVersions(out, "before", before)
-	actions, err := rollout.Surge(ctx, c, rollout.SurgeInput{To: to, PauseAfter: f.pauseAfter, AllowDowngrade: rollback})
-	if err != nil {
-		return err
-	}
-	r := &nodeimage.Resolver{Source: src, Out: out}
-	if _, err := r.Resolve(ctx, to); err != nil {
-		return err
+	var actions []rollout.Action
+	if f.strategy == "in-place" {
+		v, _ := nodeimage.ParseVersion(to)
+		art, err := (&nodeimage.Builder{Out: out}).Artifacts(ctx, v)
+		if err != nil {
+			return err
+		}
+		actions, err = rollout.InPlace(ctx, c, rollout.InPlaceInput{To: to, PauseAfter: f.pauseAfter, Artifacts: art})
+		if err != nil {
+			return err
+		}
+	} else {
+		actions, err = rollout.Surge(ctx, c, rollout.SurgeInput{To: to, PauseAfter: f.pauseAfter, AllowDowngrade: rollback})
+		if err != nil {
+			return err
+		}
+		r := &nodeimage.Resolver{Source: src, Out: out}
+		if _, err := r.Resolve(ctx, to); err != nil {
+			return err
+		}
 	}
 	if !rollback {
 		from, err := c.KubernetesVersion(ctx)

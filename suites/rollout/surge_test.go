@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
+	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 	"github.com/skewer-k8s/skewer/harness/traffic"
 )
@@ -60,19 +62,7 @@ func TestSurge(t *testing.T) {
 			expectVersions(ctx, t, map[string]int{*flagTo: 3})
 			return ctx
 		}).
-		Assess("no acknowledged write was lost, no watch event missed, no false 404", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
-			g := NewWithT(t)
-			tr := ctx.Value(trafficKey).(*traffic.Traffic)
-			sum, err := tr.Stop(ctx)
-			g.Expect(err).NotTo(HaveOccurred())
-			t.Logf("traffic during the transitions:\n%s", sum)
-			saveRecords(t, tr.Records())
-			g.Expect(sum.Requests).To(BeNumerically(">", 100), "traffic ran")
-			g.Expect(sum.LostWrites).To(BeEmpty(), "acknowledged writes missing from a final list")
-			g.Expect(sum.MissedWatchEvents).To(BeEmpty(), "acknowledged writes the watch never delivered")
-			g.Expect(sum.FalseNotFound).To(BeZero(), "404s for mutatingadmissionpolicies while an apiserver served them")
-			return ctx
-		}).
+		Assess("no acknowledged write was lost, no watch event missed, no false 404", trafficClean(false)).
 		Assess("objects from before the rollout are intact", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			g := NewWithT(t)
 			cs, err := s.Cluster.Client()
@@ -83,23 +73,23 @@ func TestSurge(t *testing.T) {
 			g.Expect(got.UID).To(Equal(before.UID))
 			return ctx
 		}).
-		Teardown(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
-			if tr, ok := ctx.Value(trafficKey).(*traffic.Traffic); ok {
-				_ = tr.Delete(ctx)
-			}
-			return ctx
-		}).
+		Teardown(deleteTraffic).
 		Feature()
 	s.Env.Test(t, f)
 }
 
-// surge plans and runs a surge, marking the traffic's phases by step, and
-// checks the cluster's membership after it.
+// surge plans and runs a surge.
 func surge(ctx context.Context, t *testing.T, in rollout.SurgeInput) {
+	actions, err := rollout.Surge(ctx, s.Cluster, in)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	run(ctx, t, actions)
+}
+
+// run runs actions, marking the traffic's phases by step, and checks the
+// cluster's membership after them.
+func run(ctx context.Context, t *testing.T, actions []rollout.Action) {
 	g := NewWithT(t)
 	tr := ctx.Value(trafficKey).(*traffic.Traffic)
-	actions, err := rollout.Surge(ctx, s.Cluster, in)
-	g.Expect(err).NotTo(HaveOccurred())
 	r := &rollout.Runner{Out: testWriter{t}, OnStep: func(ctx context.Context, name string) {
 		if err := tr.Phase(ctx, name); err != nil {
 			t.Logf("traffic refresh: %v", err)
@@ -107,6 +97,44 @@ func surge(ctx context.Context, t *testing.T, in rollout.SurgeInput) {
 	}}
 	g.Expect(r.Run(ctx, s.Cluster, actions)).To(Succeed())
 	g.Expect(rollout.CheckMembership(ctx, s.Cluster)).To(Succeed())
+}
+
+// trafficClean stops the traffic and accounts for it: nothing lost, and no
+// false 404 unless falseNotFoundReported, where each is logged as a finding.
+func trafficClean(falseNotFoundReported bool) func(context.Context, *testing.T, *envconf.Config) context.Context {
+	return func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+		g := NewWithT(t)
+		tr := ctx.Value(trafficKey).(*traffic.Traffic)
+		sum, err := tr.Stop(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		t.Logf("traffic during the transitions:\n%s", sum)
+		saveRecords(t, tr.Records())
+		g.Expect(sum.Requests).To(BeNumerically(">", 100), "traffic ran")
+		g.Expect(sum.LostWrites).To(BeEmpty(), "acknowledged writes missing from a final list")
+		g.Expect(sum.MissedWatchEvents).To(BeEmpty(), "acknowledged writes the watch never delivered")
+		for _, r := range sum.FalseNotFoundRecords {
+			t.Logf("false 404: %s %s %s (server %s) in phase %q", r.Time.Format(time.RFC3339Nano), r.Target, r.Object, r.Server, r.Phase)
+		}
+		if !falseNotFoundReported {
+			g.Expect(sum.FalseNotFound).To(BeZero(), "404s for mutatingadmissionpolicies while an apiserver served them")
+		}
+		return ctx
+	}
+}
+
+func deleteTraffic(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+	if tr, ok := ctx.Value(trafficKey).(*traffic.Traffic); ok {
+		_ = tr.Delete(ctx)
+	}
+	return ctx
+}
+
+func names(nodes []cluster.Node) []string {
+	var out []string
+	for _, n := range nodes {
+		out = append(out, n.Name)
+	}
+	return out
 }
 
 // expectVersions checks how many control planes run each version, asking
@@ -129,7 +157,7 @@ func saveRecords(t *testing.T, records []traffic.Record) {
 		return
 	}
 	b, _ := json.Marshal(records)
-	path := filepath.Join(dir, "records.json")
+	path := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+".json")
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Log(err)
 		return
