@@ -10,7 +10,6 @@ import (
 
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/harness/rollout"
-	"github.com/skewer-k8s/skewer/harness/traffic"
 )
 
 // TestInPlace upgrades the same nodes with kubeadm (the kinder way), then
@@ -20,14 +19,8 @@ func TestInPlace(t *testing.T) {
 	var from string
 	f := features.New("in-place rollout under traffic").
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
-			g := NewWithT(t)
-			v, err := s.Cluster.KubernetesVersion(ctx)
-			g.Expect(err).NotTo(HaveOccurred())
-			from = v
-			tr, err := traffic.Start(ctx, s.Cluster, traffic.Options{Namespace: "skewer-traffic-inplace",
-				NewAPIPath: "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies", NewAPISince: "v1.36.0"})
-			g.Expect(err).NotTo(HaveOccurred())
-			return context.WithValue(ctx, trafficKey, tr)
+			ctx, from = beginTraffic(ctx, t, "skewer-traffic-inplace")
+			return ctx
 		}).
 		Assess("kubeadm upgrades every control plane in place", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			g := NewWithT(t)

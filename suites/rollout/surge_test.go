@@ -29,23 +29,15 @@ func TestSurge(t *testing.T) {
 	var before *corev1.ConfigMap
 	f := features.New("surge rollout under traffic").
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			ctx, from = beginTraffic(ctx, t, "skewer-traffic")
 			g := NewWithT(t)
-			v, err := s.Cluster.KubernetesVersion(ctx)
-			g.Expect(err).NotTo(HaveOccurred())
-			from = v
 			cs, err := s.Cluster.Client()
 			g.Expect(err).NotTo(HaveOccurred())
 			// An object from before the rollout, to find intact at the end.
 			before, err = cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{
 				ObjectMeta: metav1.ObjectMeta{Name: "before-rollout"}, Data: map[string]string{"from": from}}, metav1.CreateOptions{})
 			g.Expect(err).NotTo(HaveOccurred())
-			tr, err := traffic.Start(ctx, s.Cluster, traffic.Options{
-				NewAPIPath:  "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies",
-				NewAPISince: "v1.36.0",
-			})
-			g.Expect(err).NotTo(HaveOccurred())
-			t.Logf("rolling %s -> %s under traffic", from, *flagTo)
-			return context.WithValue(ctx, trafficKey, tr)
+			return ctx
 		}).
 		Assess("replacing one control plane holds the cluster in the mixed window", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			surge(ctx, t, rollout.SurgeInput{To: *flagTo, PauseAfter: 1})
@@ -76,6 +68,22 @@ func TestSurge(t *testing.T) {
 		Teardown(deleteTraffic).
 		Feature()
 	s.Env.Test(t, f)
+}
+
+// beginTraffic starts the traffic in namespace and returns the context
+// carrying it, and the cluster's version before the transition.
+func beginTraffic(ctx context.Context, t *testing.T, namespace string) (context.Context, string) {
+	g := NewWithT(t)
+	from, err := s.Cluster.KubernetesVersion(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	tr, err := traffic.Start(ctx, s.Cluster, traffic.Options{
+		Namespace:   namespace,
+		NewAPIPath:  "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies",
+		NewAPISince: "v1.36.0",
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Logf("%s -> %s under traffic", from, *flagTo)
+	return context.WithValue(ctx, trafficKey, tr), from
 }
 
 // surge plans and runs a surge.
