@@ -59,7 +59,7 @@ func (p *plan) standIns(ctx context.Context) (bool, error) {
 	lb := standIn{dir: "standins/lb", binary: "envoy", ref: loadBalancerImage,
 		extra: "RUN mkdir -p /home/envoy\n"}
 	cni := standIn{dir: "standins/cni", binary: "kindnetd", ref: cniImageRepo, withTag: true,
-		extra: "COPY iptables-wrapper /usr/sbin/iptables-wrapper\n" + strings.SplitN(iptablesWrapperDockerfile, "\n", 2)[1]}
+		extra: iptablesWrapperDockerfile}
 	cached := true
 	var builds []componentBuild
 	for _, s := range []standIn{lb, cni} {
