@@ -1,0 +1,110 @@
+// Package metrics scrapes an apiserver's /metrics and reads counters from
+// it with Prometheus' own text parser, so a suite can assert by how much a
+// counter moved between two scrapes.
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Snapshot is one scrape: metric families by name.
+type Snapshot map[string]*dto.MetricFamily
+
+// Scrape reads /metrics through cs (which must be allowed to).
+func Scrape(ctx context.Context, cs kubernetes.Interface) (Snapshot, error) {
+	raw, err := cs.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("failed to scrape /metrics: %w", err)
+	}
+	return Parse(strings.NewReader(string(raw)))
+}
+
+// Parse reads the Prometheus text format.
+func Parse(r io.Reader) (Snapshot, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, fmt.Errorf("failed to parse metrics: %w", err)
+	}
+	return Snapshot(fams), nil
+}
+
+// Sum adds the values of name's series whose labels include every pair of
+// match (counters, gauges and untyped; a histogram or summary counts its
+// observations). A family that is absent sums to 0: a counter not yet
+// incremented is not exported.
+func (s Snapshot) Sum(name string, match map[string]string) float64 {
+	fam, ok := s[name]
+	if !ok {
+		return 0
+	}
+	var sum float64
+	for _, m := range fam.GetMetric() {
+		if !matches(m, match) {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			sum += m.Counter.GetValue()
+		case m.Gauge != nil:
+			sum += m.Gauge.GetValue()
+		case m.Untyped != nil:
+			sum += m.Untyped.GetValue()
+		case m.Histogram != nil:
+			sum += float64(m.Histogram.GetSampleCount())
+		case m.Summary != nil:
+			sum += float64(m.Summary.GetSampleCount())
+		}
+	}
+	return sum
+}
+
+// Series lists name's series as `{k="v",...} value` lines, sorted: evidence
+// for a report.
+func (s Snapshot) Series(name string) []string {
+	fam, ok := s[name]
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, m := range fam.GetMetric() {
+		var labels []string
+		for _, l := range m.GetLabel() {
+			labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+		}
+		one := Snapshot{name: &dto.MetricFamily{Name: fam.Name, Type: fam.Type, Metric: []*dto.Metric{m}}}
+		out = append(out, fmt.Sprintf("{%s} %g", strings.Join(labels, ","), one.Sum(name, nil)))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Delta is how much name's matching series moved from before to after.
+func Delta(before, after Snapshot, name string, match map[string]string) float64 {
+	return after.Sum(name, match) - before.Sum(name, match)
+}
+
+func matches(m *dto.Metric, match map[string]string) bool {
+	for k, v := range match {
+		found := false
+		for _, l := range m.GetLabel() {
+			if l.GetName() == k && l.GetValue() == v {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
