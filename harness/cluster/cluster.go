@@ -26,7 +26,10 @@ import (
 type Cluster struct {
 	Name string
 	// Dir holds the cluster's kubeconfig, audit policy and audit logs.
-	Dir      string
+	Dir string
+	// Spec is what the cluster was created from; nil for a cluster skewer
+	// did not create.
+	Spec     *Spec
 	provider *kind.Provider
 	log      *progress
 }
@@ -82,6 +85,9 @@ func Open(ctx context.Context, name string, o Options) (*Cluster, error) {
 	}
 	for _, n := range names {
 		if n == name {
+			if spec, err := LoadProfile(layout{c.Dir}.spec()); err == nil {
+				c.Spec = spec
+			}
 			if _, err := os.Stat(c.Kubeconfig()); err != nil {
 				if err := c.provider.ExportKubeConfig(name, c.Kubeconfig(), false); err != nil {
 					return nil, fmt.Errorf("failed to write kubeconfig of cluster %q: %w", name, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/internal/docker"
+	"sigs.k8s.io/yaml"
 )
 
 // ImageResolver makes sure a node image of a version exists and names it.
@@ -30,7 +31,7 @@ func Create(ctx context.Context, s *Spec, resolve ImageResolver, o Options) (*Cl
 		return nil, err
 	}
 	p := newProgress(o.Out)
-	c := &Cluster{Name: s.Name, Dir: filepath.Join(o.StateDir, s.Name), provider: newProvider(p), log: p}
+	c := &Cluster{Name: s.Name, Dir: filepath.Join(o.StateDir, s.Name), Spec: s, provider: newProvider(p), log: p}
 	existing, err := c.provider.List()
 	if err != nil {
 		return nil, fmt.Errorf("failed to list kind clusters: %w", err)
@@ -105,6 +106,13 @@ func Prepare(s *Spec, h Host, dir string) (*v1alpha4.Cluster, error) {
 // directory per control plane and kubeadm patches where a node needs them.
 func writeState(s *Spec, l layout) error {
 	if err := os.MkdirAll(l.dir, 0o755); err != nil {
+		return err
+	}
+	raw, err := yaml.Marshal(s)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(l.spec(), raw, 0o644); err != nil {
 		return err
 	}
 	policy := []byte(DefaultAuditPolicy)

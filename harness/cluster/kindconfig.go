@@ -40,6 +40,7 @@ func (l layout) auditPolicy() string         { return filepath.Join(l.dir, "audi
 func (l layout) auditDir(node string) string { return filepath.Join(l.dir, "audit", node) }
 func (l layout) patches(node string) string  { return filepath.Join(l.dir, "patches", node) }
 func (l layout) kubeconfig() string          { return filepath.Join(l.dir, "kubeconfig") }
+func (l layout) spec() string                { return filepath.Join(l.dir, "spec.yaml") }
 
 // kindNodeName is the name kind gives the i-th node of a role.
 func kindNodeName(cluster string, role v1alpha4.NodeRole, i int) string {

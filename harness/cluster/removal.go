@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -137,12 +138,39 @@ func (c *Cluster) RemoveControlPlane(ctx context.Context, node Node) error {
 	if _, err := node.Run(ctx, "kubeadm", "reset", "--force", "--v=2"); err != nil {
 		return fmt.Errorf("kubeadm reset on %s: %w", node.Name, err)
 	}
+	if err := c.forget(ctx, node.Name); err != nil {
+		return err
+	}
+	return docker.Remove(ctx, node.Name)
+}
+
+// DiscardControlPlane takes out whatever exists of a control plane that
+// never finished joining, or whose removal was cut short. Unlike
+// RemoveControlPlane it first stops a kubeadm still running in the node (a
+// cancelled `docker exec` leaves it running), and goes on past a reset that
+// fails: the container goes in any case, and the etcd member, if one was
+// added, is left to PruneEtcdMembers.
+func (c *Cluster) DiscardControlPlane(ctx context.Context, node Node) error {
+	if err := c.SyncLoadBalancer(ctx, node.Name); err != nil {
+		return err
+	}
+	_, _ = node.Run(ctx, "pkill", "-9", "-x", "kubeadm")
+	_, _ = node.Run(ctx, "kubeadm", "reset", "--force", "--v=2")
+	if err := c.forget(ctx, node.Name); err != nil {
+		return err
+	}
+	return docker.Remove(ctx, node.Name)
+}
+
+// forget deletes what the API keeps of a control plane: its apiserver
+// identity lease and its Node.
+func (c *Cluster) forget(ctx context.Context, name string) error {
 	cs, err := c.Client()
 	if err != nil {
 		return err
 	}
 	leases, err := cs.CoordinationV1().Leases("kube-system").List(ctx, metav1.ListOptions{
-		LabelSelector: "apiserver.kubernetes.io/identity=kube-apiserver,kubernetes.io/hostname=" + node.Name})
+		LabelSelector: "apiserver.kubernetes.io/identity=kube-apiserver,kubernetes.io/hostname=" + name})
 	if err != nil {
 		return err
 	}
@@ -151,10 +179,57 @@ func (c *Cluster) RemoveControlPlane(ctx context.Context, node Node) error {
 			return fmt.Errorf("failed to delete apiserver identity lease %s: %w", l.Name, err)
 		}
 	}
-	if err := cs.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("failed to delete Node %s: %w", node.Name, err)
+	if err := cs.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("failed to delete Node %s: %w", name, err)
 	}
-	return docker.Remove(ctx, node.Name)
+	return nil
+}
+
+// PruneEtcdMembers removes, through via's etcd, every member that no
+// control-plane container carries (one a cut-short join added), and
+// returns their names.
+func (c *Cluster) PruneEtcdMembers(ctx context.Context, via Node) ([]string, error) {
+	cps, err := c.ControlPlanes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	members, err := c.etcdMemberList(ctx, via)
+	if err != nil {
+		return nil, err
+	}
+	var pruned []string
+	for _, m := range members {
+		if slices.ContainsFunc(cps, func(n Node) bool { return n.Name == m.Name }) {
+			continue
+		}
+		if _, err := via.Run(ctx, "sh", "-c", etcdctl+fmt.Sprintf(" member remove %x", m.ID)); err != nil {
+			return pruned, fmt.Errorf("failed to remove etcd member %q (%x): %w", m.Name, m.ID, err)
+		}
+		pruned = append(pruned, fmt.Sprintf("%s (%x)", m.Name, m.ID))
+	}
+	return pruned, nil
+}
+
+// Uncordon makes a cordoned node schedulable again; it says whether it was
+// cordoned.
+func (c *Cluster) Uncordon(ctx context.Context, name string) (bool, error) {
+	cs, err := c.Client()
+	if err != nil {
+		return false, err
+	}
+	n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !n.Spec.Unschedulable {
+		return false, nil
+	}
+	patch := []byte(`{"spec":{"unschedulable":false}}`)
+	_, err = cs.CoreV1().Nodes().Patch(ctx, name, "application/merge-patch+json", patch, metav1.PatchOptions{})
+	return true, err
 }
 
 // APIServerIdentities lists the hostnames holding an apiserver identity
@@ -177,25 +252,39 @@ func (c *Cluster) APIServerIdentities(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// EtcdMembers lists the names of etcd's members, asked of member's etcd.
-func (c *Cluster) EtcdMembers(ctx context.Context, member Node) ([]string, error) {
-	out, err := member.Run(ctx, "sh", "-c", `id=$(crictl ps -q --name '^etcd$' | head -1) && crictl exec "$id" etcdctl \
+// etcdctl runs etcdctl in a node's etcd container, as that member.
+const etcdctl = `id=$(crictl ps -q --name '^etcd$' | head -1) && crictl exec "$id" etcdctl \
   --endpoints=https://127.0.0.1:2379 --cacert=/etc/kubernetes/pki/etcd/ca.crt \
-  --cert=/etc/kubernetes/pki/etcd/server.crt --key=/etc/kubernetes/pki/etcd/server.key \
-  member list -w json`)
+  --cert=/etc/kubernetes/pki/etcd/server.crt --key=/etc/kubernetes/pki/etcd/server.key`
+
+type etcdMember struct {
+	ID   uint64 `json:"ID"`
+	Name string `json:"name"`
+}
+
+func (c *Cluster) etcdMemberList(ctx context.Context, via Node) ([]etcdMember, error) {
+	out, err := via.Run(ctx, "sh", "-c", etcdctl+" member list -w json")
 	if err != nil {
 		return nil, fmt.Errorf("failed to list etcd members: %w", err)
 	}
 	var list struct {
-		Members []struct {
-			Name string `json:"name"`
-		} `json:"members"`
+		Members []etcdMember `json:"members"`
 	}
 	if err := json.Unmarshal([]byte(out), &list); err != nil {
 		return nil, fmt.Errorf("failed to read etcd member list %q: %w", out, err)
 	}
+	return list.Members, nil
+}
+
+// EtcdMembers lists the names of etcd's members, asked of member's etcd.
+// A member added but not started yet has no name: it is listed as "".
+func (c *Cluster) EtcdMembers(ctx context.Context, member Node) ([]string, error) {
+	list, err := c.etcdMemberList(ctx, member)
+	if err != nil {
+		return nil, err
+	}
 	var names []string
-	for _, m := range list.Members {
+	for _, m := range list {
 		names = append(names, m.Name)
 	}
 	sort.Strings(names)

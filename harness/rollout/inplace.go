@@ -30,7 +30,7 @@ func InPlace(ctx context.Context, c *cluster.Cluster, in InPlaceInput) ([]Action
 	if in.Artifacts == nil {
 		return nil, fmt.Errorf("in-place rollout needs the target's artifacts")
 	}
-	old, target, err := toMove(ctx, c, in.To, false)
+	old, _, target, err := toMove(ctx, c, in.To, false)
 	if err != nil {
 		return nil, err
 	}

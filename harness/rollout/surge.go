@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -23,96 +24,97 @@ type SurgeInput struct {
 	PauseAfter int
 	// AllowDowngrade permits To to be one minor older: that is a rollback.
 	AllowDowngrade bool
+	// ControlPlanes is how many control planes the cluster ends with (0:
+	// as many as now). A rollback of a rollout interrupted after a join
+	// finds one more than it began with: the surplus not at To is drained
+	// and removed rather than replaced.
+	ControlPlanes int
 }
 
-// NodeVersions reads the Kubernetes version each control plane runs, from
-// its own apiserver's /version.
-func NodeVersions(ctx context.Context, c *cluster.Cluster) (map[string]string, error) {
-	cps, err := c.ControlPlanes(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for _, n := range cps {
-		cs, err := c.APIServerClient(ctx, n)
-		if err != nil {
-			return nil, err
-		}
-		v, err := cs.Discovery().ServerVersion()
-		if err != nil {
-			return nil, fmt.Errorf("apiserver of %s does not answer /version: %w", n.Name, err)
-		}
-		out[n.Name] = v.GitVersion
-	}
-	return out, nil
-}
+// ErrNothingToDo is Surge's answer when every control plane runs To.
+var ErrNothingToDo = errors.New("every control plane already runs the target version")
 
 // Surge plans the replacement, one at a time, of every control plane not
 // at in.To: join a new node at in.To, wait until its apiserver serves at
 // in.To and the load balancer sends it traffic, then drain and remove an old
 // one. Quorum holds throughout: the cluster grows to N+1 before shrinking.
 func Surge(ctx context.Context, c *cluster.Cluster, in SurgeInput) ([]Action, error) {
-	old, target, err := toMove(ctx, c, in.To, in.AllowDowngrade)
+	old, total, target, err := toMove(ctx, c, in.To, in.AllowDowngrade)
+	if errors.Is(err, ErrNothingToDo) && in.AllowDowngrade {
+		// A rollback after an interrupted rollout whose new node was
+		// discarded: only the ClusterConfiguration is left to restore.
+		return []Action{setVersion(target)}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
 	// The bootstrap node (first by name) goes last: kind reads the
 	// kubeconfig from it for as long as possible.
 	sort.Sort(sort.Reverse(sort.StringSlice(old)))
+	actions := []Action{setVersion(target)}
+	for ; in.ControlPlanes > 0 && total > in.ControlPlanes && len(old) > 0; total-- {
+		actions = append(actions, retire(old[0])...)
+		old = old[1:]
+	}
 	if in.PauseAfter > 0 && in.PauseAfter < len(old) {
 		old = old[:in.PauseAfter]
 	}
-	actions := []Action{Do("set ClusterConfiguration kubernetesVersion to "+target, func(ctx context.Context, c *cluster.Cluster) error {
-		_, err := c.SetKubernetesVersion(ctx, target)
-		return err
-	})}
 	for _, name := range old {
 		actions = append(actions, replace(name, target)...)
 	}
 	return actions, nil
 }
 
+// setVersion moves the ClusterConfiguration to target: kubeadm join
+// deploys that version, whatever the joining node's.
+func setVersion(target string) Action {
+	return Do("set ClusterConfiguration kubernetesVersion to "+target, func(ctx context.Context, c *cluster.Cluster) error {
+		_, err := c.SetKubernetesVersion(ctx, target)
+		return err
+	})
+}
+
 // toMove validates a move of the control planes to version and lists
-// those not there yet: an HA control plane, no skew beyond one minor, and
-// no downgrade unless allowed.
-func toMove(ctx context.Context, c *cluster.Cluster, version string, allowDowngrade bool) (old []string, target string, err error) {
+// those not there yet, and how many there are in all: an HA control plane,
+// no skew beyond one minor, and no downgrade unless allowed.
+func toMove(ctx context.Context, c *cluster.Cluster, version string, allowDowngrade bool) (old []string, total int, target string, err error) {
 	to, err := nodeimage.ParseVersion(version)
 	if err != nil {
-		return nil, "", err
+		return nil, 0, "", err
 	}
 	target = "v" + to.String()
 	versions, err := NodeVersions(ctx, c)
 	if err != nil {
-		return nil, "", err
+		return nil, 0, "", err
 	}
 	if len(versions) < 3 {
-		return nil, "", fmt.Errorf("cluster %q has %d control plane(s): a rolling replacement needs an HA control plane (3 or more)", c.Name, len(versions))
+		return nil, 0, "", fmt.Errorf("cluster %q has %d control plane(s): a rolling replacement needs an HA control plane (3 or more)", c.Name, len(versions))
 	}
 	for name, v := range versions {
 		cur, err := nodeimage.ParseVersion(v)
 		if err != nil {
-			return nil, "", fmt.Errorf("%s runs %q: %w", name, v, err)
+			return nil, 0, "", fmt.Errorf("%s runs %q: %w", name, v, err)
 		}
 		switch {
 		case cur.EqualTo(to):
 			continue
 		case to.LessThan(cur) && !allowDowngrade:
-			return nil, "", fmt.Errorf("%s runs %s: %s is a downgrade (use skewer rollback)", name, v, target)
+			return nil, 0, "", fmt.Errorf("%s runs %s: %s is a downgrade (use skewer rollback)", name, v, target)
 		case cur.Major() != to.Major() || (to.Minor() > cur.Minor()+1) || (cur.Minor() > to.Minor()+1):
-			return nil, "", fmt.Errorf("version skew not allowed: %s runs %s, more than one minor from %s", name, v, target)
+			return nil, 0, "", fmt.Errorf("version skew not allowed: %s runs %s, more than one minor from %s", name, v, target)
 		}
 		old = append(old, name)
 	}
 	if len(old) == 0 {
-		return nil, "", fmt.Errorf("every control plane already runs %s", target)
+		return nil, 0, target, fmt.Errorf("%w (%s)", ErrNothingToDo, target)
 	}
-	return old, target, nil
+	return old, len(versions), target, nil
 }
 
 // replace is the surge of one control plane.
 func replace(oldName, target string) []Action {
 	var added cluster.Node // set by the first action, read by the rest
-	return []Action{
+	actions := []Action{
 		Do(fmt.Sprintf("start a %s control-plane node to replace %s", target, oldName), func(ctx context.Context, c *cluster.Cluster) error {
 			n, err := c.StartControlPlaneNode(ctx, target)
 			added = n
@@ -135,11 +137,18 @@ func replace(oldName, target string) []Action {
 		Do("add the new node to the load balancer", func(ctx context.Context, c *cluster.Cluster) error {
 			return c.SyncLoadBalancer(ctx)
 		}),
-		Do("drain "+oldName, func(ctx context.Context, c *cluster.Cluster) error {
-			return c.Drain(ctx, oldName)
+	}
+	return append(actions, retire(oldName)...)
+}
+
+// retire drains and removes a control plane and checks what is left.
+func retire(name string) []Action {
+	return []Action{
+		Do("drain "+name, func(ctx context.Context, c *cluster.Cluster) error {
+			return c.Drain(ctx, name)
 		}),
-		Do("remove "+oldName+" (etcd member, identity lease, Node, container, load balancer backend)", func(ctx context.Context, c *cluster.Cluster) error {
-			n, err := nodeByName(ctx, c, oldName)
+		Do("remove "+name+" (etcd member, identity lease, Node, container, load balancer backend)", func(ctx context.Context, c *cluster.Cluster) error {
+			n, err := nodeByName(ctx, c, name)
 			if err != nil {
 				return err
 			}

@@ -132,7 +132,7 @@ func (s *Suite) setup(ctx context.Context, profile string) error {
 		if err != nil {
 			return err
 		}
-		s.Cluster = c
+		s.Cluster, s.Spec = c, c.Spec
 	} else {
 		path, err := cluster.FindProfile(profile)
 		if err != nil {

@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,6 +21,9 @@ type record struct {
 	From     string `json:"from"`
 	To       string `json:"to"`
 	Strategy string `json:"strategy"`
+	// ControlPlanes is how many there were when the rollout began: a
+	// rollback ends with as many.
+	ControlPlanes int `json:"controlPlanes"`
 }
 
 func recordPath(c *cluster.Cluster) string { return filepath.Join(c.Dir, "rollout.json") }
@@ -97,27 +98,35 @@ func runRollout(cmd *cobra.Command, f rolloutFlags, rollback bool) error {
 	if _, err := nodeimage.ParseVersion(to); err != nil {
 		return err
 	}
-	before, err := rollout.NodeVersions(ctx, c)
+	before, err := rollout.Census(ctx, c)
 	if err != nil {
 		return err
 	}
-	printVersions(out, "before", before)
+	fmt.Fprintf(out, "control planes before:\n%s", rollout.Describe(before))
+	start := time.Now()
+	runner := &rollout.Runner{Out: out}
 	var actions []rollout.Action
-	if f.strategy == "in-place" {
+	switch {
+	case rollback:
+		// Whatever an interrupted rollout left half done goes first; the
+		// moves back are planned on what is left.
+		if err := runner.Run(ctx, c, rollout.Recover()); err != nil {
+			return report(c, runner, err, f.name)
+		}
+		actions, err = rollout.Surge(ctx, c, rollout.SurgeInput{To: to, AllowDowngrade: true, ControlPlanes: rec.ControlPlanes})
+	case f.strategy == "in-place":
 		v, _ := nodeimage.ParseVersion(to)
-		art, err := (&nodeimage.Builder{Out: out}).Artifacts(ctx, v)
-		if err != nil {
-			return err
+		var art *nodeimage.Artifacts
+		if art, err = (&nodeimage.Builder{Out: out}).Artifacts(ctx, v); err == nil {
+			actions, err = rollout.InPlace(ctx, c, rollout.InPlaceInput{To: to, PauseAfter: f.pauseAfter, Artifacts: art})
 		}
-		actions, err = rollout.InPlace(ctx, c, rollout.InPlaceInput{To: to, PauseAfter: f.pauseAfter, Artifacts: art})
-		if err != nil {
-			return err
-		}
-	} else {
-		actions, err = rollout.Surge(ctx, c, rollout.SurgeInput{To: to, PauseAfter: f.pauseAfter, AllowDowngrade: rollback})
-		if err != nil {
-			return err
-		}
+	default:
+		actions, err = rollout.Surge(ctx, c, rollout.SurgeInput{To: to, PauseAfter: f.pauseAfter})
+	}
+	if err != nil {
+		return err
+	}
+	if len(actions) > 0 && f.strategy == "surge" {
 		r := &nodeimage.Resolver{Source: src, Out: out}
 		if _, err := r.Resolve(ctx, to); err != nil {
 			return err
@@ -129,25 +138,18 @@ func runRollout(cmd *cobra.Command, f rolloutFlags, rollback bool) error {
 			return err
 		}
 		if rec.From == "" || rec.To != to {
-			rec = record{From: from, To: to, Strategy: f.strategy}
+			rec = record{From: from, To: to, Strategy: f.strategy, ControlPlanes: len(before)}
 		}
 		raw, _ := json.Marshal(rec)
 		if err := os.WriteFile(recordPath(c), raw, 0o644); err != nil {
 			return err
 		}
 	}
-	start := time.Now()
-	runner := &rollout.Runner{Out: out}
 	runErr := runner.Run(ctx, c, actions)
-	// Whatever happened, say exactly which node runs what.
-	vctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if after, err := rollout.NodeVersions(vctx, c); err == nil {
-		printVersions(out, "after", after)
-	}
 	if runErr != nil {
-		return fmt.Errorf("%w (recover with: skewer rollback --name %s)", runErr, f.name)
+		return report(c, runner, runErr, f.name)
 	}
+	report(c, runner, nil, f.name)
 	if rollback {
 		_ = os.Remove(recordPath(c))
 	}
@@ -155,14 +157,16 @@ func runRollout(cmd *cobra.Command, f rolloutFlags, rollback bool) error {
 	return nil
 }
 
-func printVersions(w io.Writer, when string, versions map[string]string) {
-	names := make([]string, 0, len(versions))
-	for n := range versions {
-		names = append(names, n)
+// report says, whatever happened, exactly which control plane runs what,
+// and how to recover from a failure.
+func report(c *cluster.Cluster, r *rollout.Runner, err error, name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if after, cerr := rollout.Census(ctx, c); cerr == nil {
+		fmt.Fprintf(r.Out, "control planes after:\n%s", rollout.Describe(after))
 	}
-	sort.Strings(names)
-	fmt.Fprintf(w, "control planes %s:\n", when)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-40s %s\n", n, versions[n])
+	if err != nil {
+		return &hinted{err: err, hint: "recover with: skewer rollback --name " + name}
 	}
+	return nil
 }

@@ -36,7 +36,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	if err := root.ExecuteContext(ctx); err != nil {
 		if errors.Is(err, context.Canceled) {
-			fmt.Fprintln(stderr, "skewer: interrupted")
+			var h *hinted
+			if errors.As(err, &h) {
+				fmt.Fprintf(stderr, "skewer: interrupted (%s)\n", h.hint)
+			} else {
+				fmt.Fprintln(stderr, "skewer: interrupted")
+			}
 			return 130
 		}
 		fmt.Fprintln(stderr, "skewer:", err)
@@ -44,3 +49,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	return 0
 }
+
+// hinted is an error with what the user can do about it.
+type hinted struct {
+	err  error
+	hint string
+}
+
+func (h *hinted) Error() string { return fmt.Sprintf("%v (%s)", h.err, h.hint) }
+func (h *hinted) Unwrap() error { return h.err }

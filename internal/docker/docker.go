@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 
 	"github.com/skewer-k8s/skewer/internal/run"
@@ -94,4 +95,16 @@ func Images(ctx context.Context, label string) ([]string, error) {
 		return nil, err
 	}
 	return strings.Split(out, "\n"), nil
+}
+
+// Containers lists the names of the containers, running or not, that
+// filter (docker's --filter syntax) selects, sorted.
+func Containers(ctx context.Context, filter string) ([]string, error) {
+	out, err := run.Command("docker", "ps", "-a", "--filter", filter, "--format", "{{.Names}}").String(ctx)
+	if err != nil || out == "" {
+		return nil, err
+	}
+	names := strings.Split(out, "\n")
+	sort.Strings(names)
+	return names, nil
 }

@@ -1,0 +1,194 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/version"
+
+	"github.com/skewer-k8s/skewer/harness/cluster"
+)
+
+// Member is one control plane as its own apiserver reports it.
+type Member struct {
+	Name string
+	// Version is what the node's apiserver answers on /version; empty when
+	// it does not answer.
+	Version string
+	// Err says why the apiserver did not answer.
+	Err error
+	// Joined says kubeadm finished joining the node: its Node carries the
+	// control-plane role, which kubeadm's last join phase sets.
+	Joined bool
+}
+
+// Complete says the node is a whole control plane.
+func (m Member) Complete() bool { return m.Err == nil && m.Joined }
+
+// Census asks every control-plane container's apiserver for its version,
+// giving each 10 seconds: a node whose join was cut short is listed, with
+// the reason it does not answer, rather than failing the whole census.
+func Census(ctx context.Context, c *cluster.Cluster) ([]Member, error) {
+	cps, err := c.ControlPlanes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := c.Client()
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "node-role.kubernetes.io/control-plane"})
+	if err != nil {
+		return nil, fmt.Errorf("failed to list control-plane Nodes: %w", err)
+	}
+	joined := map[string]bool{}
+	for _, n := range nodes.Items {
+		joined[n.Name] = true
+	}
+	out := make([]Member, 0, len(cps))
+	for _, n := range cps {
+		m := Member{Name: n.Name, Joined: joined[n.Name]}
+		cs, err := c.APIServerClient(ctx, n)
+		if err == nil {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			var raw []byte
+			raw, err = cs.Discovery().RESTClient().Get().AbsPath("/version").DoRaw(cctx)
+			cancel()
+			if err == nil {
+				m.Version, err = gitVersion(raw)
+			}
+		}
+		m.Err = err
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// NodeVersions maps each control plane to the version its own apiserver
+// reports, and fails if any does not answer.
+func NodeVersions(ctx context.Context, c *cluster.Cluster) (map[string]string, error) {
+	members, err := Census(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, m := range members {
+		if m.Err != nil {
+			return nil, fmt.Errorf("the apiserver of %s does not answer /version (a rollout cut short? `skewer rollback` recovers): %w", m.Name, m.Err)
+		}
+		if !m.Joined {
+			return nil, fmt.Errorf("%s has not finished joining (no control-plane Node; a rollout cut short? `skewer rollback` recovers)", m.Name)
+		}
+		out[m.Name] = m.Version
+	}
+	return out, nil
+}
+
+// Recover undoes what an interrupted rollout left half done, before a
+// rollback plans its moves: a kubeadm still running in a node (a cancelled
+// `docker exec` leaves it running) is stopped; control planes that are not
+// whole - their apiserver does not answer, or kubeadm never marked their
+// Node a control plane - are discarded; etcd members without a node are
+// removed; control planes a drain left cordoned are uncordoned. Each action
+// reads the cluster when it runs, so Recover changes nothing on a cluster
+// with nothing half done.
+func Recover() []Action {
+	return []Action{
+		Do("stop any kubeadm a cut-short rollout left running", func(ctx context.Context, c *cluster.Cluster) error {
+			cps, err := c.ControlPlanes(ctx)
+			if err != nil {
+				return err
+			}
+			for _, n := range cps {
+				_, _ = n.Run(ctx, "pkill", "-9", "-x", "kubeadm") // exits 1 when there is none
+			}
+			return nil
+		}),
+		Do("discard control planes that are not whole", func(ctx context.Context, c *cluster.Cluster) error {
+			members, err := Census(ctx, c)
+			if err != nil {
+				return err
+			}
+			cps, err := c.ControlPlanes(ctx)
+			if err != nil {
+				return err
+			}
+			whole := 0
+			for _, m := range members {
+				if m.Complete() {
+					whole++
+				}
+			}
+			if whole == 0 {
+				return fmt.Errorf("no control plane is whole: nothing to recover from")
+			}
+			for _, m := range members {
+				if m.Complete() {
+					continue
+				}
+				for _, n := range cps {
+					if n.Name == m.Name {
+						if err := c.DiscardControlPlane(ctx, n); err != nil {
+							return fmt.Errorf("failed to discard %s: %w", n.Name, err)
+						}
+					}
+				}
+			}
+			return nil
+		}),
+		Do("remove etcd members that no control plane carries", func(ctx context.Context, c *cluster.Cluster) error {
+			cps, err := c.ControlPlanes(ctx)
+			if err != nil {
+				return err
+			}
+			if len(cps) == 0 {
+				return fmt.Errorf("no control plane left")
+			}
+			_, err = c.PruneEtcdMembers(ctx, cps[0])
+			return err
+		}),
+		Do("uncordon control planes a drain left cordoned", func(ctx context.Context, c *cluster.Cluster) error {
+			cps, err := c.ControlPlanes(ctx)
+			if err != nil {
+				return err
+			}
+			for _, n := range cps {
+				if _, err := c.Uncordon(ctx, n.Name); err != nil {
+					return err
+				}
+			}
+			return nil
+		}),
+	}
+}
+
+// Describe is one line per control plane: its version, or why it does not
+// answer.
+func Describe(members []Member) string {
+	var b strings.Builder
+	for _, m := range members {
+		switch {
+		case m.Err != nil:
+			fmt.Fprintf(&b, "  %-40s does not answer: %v\n", m.Name, m.Err)
+		case !m.Joined:
+			fmt.Fprintf(&b, "  %-40s %s, join not finished (no control-plane Node)\n", m.Name, m.Version)
+		default:
+			fmt.Fprintf(&b, "  %-40s %s\n", m.Name, m.Version)
+		}
+	}
+	return b.String()
+}
+
+func gitVersion(raw []byte) (string, error) {
+	var v version.Info
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return "", fmt.Errorf("not a /version answer %q: %w", raw, err)
+	}
+	return v.GitVersion, nil
+}
