@@ -35,13 +35,15 @@ images: deps docker build
 
 # The certification suites on real kind clusters, building what they lack.
 # Each suite makes its cluster from its profile; smoke runs again on a mixed
-# control plane (v1.35.4 + v1.36.3) made at creation.
+# control plane (v1.35.4 + v1.36.3) made at creation. Each suite's findings
+# and figures end up in $(ARTIFACTS)/clusters/<cluster>/report.md, printed last.
 e2e: images
 	mkdir -p $(ARTIFACTS)
 	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit.xml --format testname -- \
 	  -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./suites/...
 	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit-mixed.xml --format testname -- \
 	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/smoke -args -skewer.profile=ha-mixed
+	@cat $(ARTIFACTS)/clusters/*/report.md 2>/dev/null || true
 
 bench: images
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 90m ./bench/...

@@ -11,8 +11,10 @@ package faults
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -147,10 +149,11 @@ func (f *APIServerFlags) Inject(ctx context.Context, c *cluster.Cluster) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.Name(), err)
 	}
+	// Kept before the restart: a restart that fails is reverted too.
+	f.original = raw
 	if err := restartWith(ctx, c, f.Node, changed); err != nil {
 		return fmt.Errorf("%s: %w", f.Name(), err)
 	}
-	f.original = raw
 	return nil
 }
 
@@ -218,10 +221,10 @@ func EditFlags(manifestYAML string, set map[string]string, remove []string) (str
 // restartWith replaces node's apiserver manifest with content and waits
 // until a new apiserver container runs and answers /readyz.
 func restartWith(ctx context.Context, c *cluster.Cluster, node cluster.Node, content string) error {
-	before, err := apiserverContainer(ctx, node)
-	if err != nil {
-		return err
-	}
+	// Containers created from now on are the restart's: an older one may
+	// be the newest listed (a static Pod whose manifest changes back gets
+	// its old sandbox, and its old exited container, again).
+	since := time.Now().UnixNano()
 	// Written beside the manifest directory and renamed into it: the
 	// kubelet never reads half a file, nor a stray one.
 	tmp := "/etc/kubernetes/kube-apiserver.yaml.next"
@@ -229,12 +232,50 @@ func restartWith(ctx context.Context, c *cluster.Cluster, node cluster.Node, con
 		return err
 	}
 	if err := waitFor(ctx, restartBudget, node.Name+"'s apiserver restarted", func() (bool, error) {
-		id, err := apiserverContainer(ctx, node)
-		return id != "" && id != before, err
+		id, state, err := latestAPIServer(ctx, node, since)
+		if err != nil || id == "" {
+			return false, err
+		}
+		if state == "CONTAINER_EXITED" {
+			logs, _ := node.Run(ctx, "crictl", "logs", "--tail", "3", id)
+			return false, fmt.Errorf("the apiserver of %s exited at start: %s", node.Name, strings.TrimSpace(logs))
+		}
+		return state == "CONTAINER_RUNNING", nil
 	}); err != nil {
 		return err
 	}
 	return WaitReady(ctx, c, node)
+}
+
+// latestAPIServer is the newest kube-apiserver container on node created
+// after since (nanoseconds since the epoch), running or not, and its state.
+func latestAPIServer(ctx context.Context, node cluster.Node, since int64) (id, state string, err error) {
+	out, err := node.Run(ctx, "crictl", "ps", "-a", "-o", "json", "--name", "^kube-apiserver$")
+	if err != nil {
+		return "", "", fmt.Errorf("crictl on %s: %w", node.Name, err)
+	}
+	var list struct {
+		Containers []struct {
+			ID        string `json:"id"`
+			State     string `json:"state"`
+			CreatedAt string `json:"createdAt"`
+		} `json:"containers"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		return "", "", fmt.Errorf("crictl ps on %s: %w", node.Name, err)
+	}
+	var newest int64
+	for _, ctr := range list.Containers {
+		// createdAt is nanoseconds since the epoch, as a decimal string.
+		created, err := strconv.ParseInt(ctr.CreatedAt, 10, 64)
+		if err != nil {
+			return "", "", fmt.Errorf("crictl ps on %s: createdAt %q: %w", node.Name, ctr.CreatedAt, err)
+		}
+		if created > since && created > newest {
+			newest, id, state = created, ctr.ID, ctr.State
+		}
+	}
+	return id, state, nil
 }
 
 // WaitReady waits until node's own apiserver answers /readyz with ok.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -46,6 +47,71 @@ type Suite struct {
 	created bool
 	failed  atomic.Bool
 	once    sync.Once
+	mu      sync.Mutex
+	records []Record
+}
+
+// Record is one line of a suite's report.
+type Record struct {
+	Test string
+	// Kind is "finding" (the cluster did something the catalogue does not
+	// promise, reported rather than failed) or "measured".
+	Kind string
+	Text string
+}
+
+// Report logs a line of evidence in t and keeps it for the suite's report,
+// written to report.md in the evidence directory (and to the GitHub
+// Actions step summary when there is one) when the suite ends, pass or fail.
+func (s *Suite) Report(t *testing.T, kind, format string, args ...any) {
+	t.Helper()
+	text := fmt.Sprintf(format, args...)
+	t.Logf("%s: %s", strings.ToUpper(kind), text)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.records = append(s.records, Record{Test: t.Name(), Kind: kind, Text: text})
+}
+
+// writeReport writes the records as Markdown, grouped by kind.
+func (s *Suite) writeReport() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.records) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "## %s\n", s.Cluster.Name)
+	for _, kind := range []string{"finding", "measured"} {
+		first := true
+		for _, r := range s.records {
+			if r.Kind != kind {
+				continue
+			}
+			if first {
+				fmt.Fprintf(&b, "\n### %s\n\n", map[string]string{"finding": "Findings", "measured": "Measured"}[kind])
+				first = false
+			}
+			fmt.Fprintf(&b, "- %s  \n  _%s_\n", r.Text, r.Test)
+		}
+	}
+	if err := os.MkdirAll(s.Artifacts, 0o755); err != nil {
+		return err
+	}
+	path := filepath.Join(s.Artifacts, "report.md")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "suite: report in %s\n%s", path, b.String())
+	if summary := os.Getenv("GITHUB_STEP_SUMMARY"); summary != "" {
+		f, err := os.OpenFile(summary, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = f.WriteString(b.String() + "\n")
+		return err
+	}
+	return nil
 }
 
 // Failed says whether any test of the suite has failed so far.
@@ -188,6 +254,9 @@ func (s *Suite) teardown(failed bool) {
 	s.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
+		if err := s.writeReport(); err != nil {
+			fmt.Fprintln(os.Stderr, "suite: report:", err)
+		}
 		if failed {
 			if err := s.Cluster.ExportLogs(ctx, s.Artifacts); err != nil {
 				fmt.Fprintln(os.Stderr, "suite:", err)

@@ -116,12 +116,14 @@ func trafficClean(falseNotFoundReported bool) func(context.Context, *testing.T, 
 		sum, err := tr.Stop(ctx)
 		g.Expect(err).NotTo(HaveOccurred())
 		t.Logf("traffic during the transitions:\n%s", sum)
+		s.Report(t, "measured", "traffic: %d requests, %d acknowledged writes lost, %d watch events missed, %d false 404s",
+			sum.Requests, len(sum.LostWrites), len(sum.MissedWatchEvents), sum.FalseNotFound)
 		saveRecords(t, tr.Records())
 		g.Expect(sum.Requests).To(BeNumerically(">", 100), "traffic ran")
 		g.Expect(sum.LostWrites).To(BeEmpty(), "acknowledged writes missing from a final list")
 		g.Expect(sum.MissedWatchEvents).To(BeEmpty(), "acknowledged writes the watch never delivered")
 		for _, r := range sum.FalseNotFoundRecords {
-			t.Logf("false 404: %s %s %s (server %s) in phase %q", r.Time.Format(time.RFC3339Nano), r.Target, r.Object, r.Server, r.Phase)
+			s.Report(t, "finding", "false 404: %s %s %s (server %s) in phase %q", r.Time.Format(time.RFC3339Nano), r.Target, r.Object, r.Server, r.Phase)
 		}
 		if !falseNotFoundReported {
 			g.Expect(sum.FalseNotFound).To(BeZero(), "404s for mutatingadmissionpolicies while an apiserver served them")

@@ -1,0 +1,220 @@
+package mvp
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+
+	"github.com/skewer-k8s/skewer/harness/faults"
+	"github.com/skewer-k8s/skewer/harness/metrics"
+)
+
+// inject injects f and registers its revert with t.
+func inject(ctx context.Context, t *testing.T, f faults.Fault) {
+	t.Helper()
+	start := time.Now()
+	NewWithT(t).Expect(f.Inject(ctx, s.Cluster)).To(Succeed(), f.Name())
+	t.Logf("injected: %s (%s)", f.Name(), time.Since(start).Round(100*time.Millisecond))
+	t.Cleanup(func() {
+		start := time.Now()
+		if err := f.Revert(context.Background(), s.Cluster); err != nil {
+			t.Errorf("revert: %v", err)
+			return
+		}
+		t.Logf("reverted: %s (%s)", f.Name(), time.Since(start).Round(100*time.Millisecond))
+	})
+}
+
+// runtimeConfigVariant turns node.k8s.io/v1 off on a newer apiserver: the
+// same routing then happens between servers of one version's code, and the
+// 1.36 counter's group/version/resource labels name what was forwarded.
+func runtimeConfigVariant(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+	g := NewWithT(t)
+	nw := win.New[0]
+	inject(ctx, t, &faults.APIServerFlags{Node: nw.Node, Set: map[string]string{"runtime-config": "node.k8s.io/v1=false"}})
+	local, err := discoveryResources(ctx, nw, true)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(local).NotTo(HaveKey("node.k8s.io/v1/runtimeclasses"), "%s serves node.k8s.io/v1 itself", nw.Name)
+	cs, tr := nw.traced()
+	api := cs.NodeV1().RuntimeClasses()
+	g.Eventually(func() error { _, err := api.List(ctx, metav1.ListOptions{}); return err }).
+		WithTimeout(time.Minute).Should(Succeed(), "runtimeclasses through %s", nw.Name)
+	tr.take()
+	const missing = 4
+	before := nw.scrape(ctx, t)
+	_, err = api.List(ctx, metav1.ListOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	for i := range missing {
+		_, err := api.Get(ctx, fmt.Sprintf("mvp-missing-%d", i), metav1.GetOptions{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%v", err)
+	}
+	after := nw.scrape(ctx, t)
+	labels := map[string]string{"group": "node.k8s.io", "version": "v1", "resource": "runtimeclasses"}
+	labels404 := map[string]string{"code": "404", "group": "node.k8s.io", "version": "v1", "resource": "runtimeclasses"}
+	g.Expect(metrics.Delta(before, after, rerouted, labels404)).To(BeEquivalentTo(missing), "%s%v on %s", rerouted, labels404, nw.Name)
+	g.Expect(metrics.Delta(before, after, rerouted, labels)).To(BeNumerically(">=", missing+1))
+	s.Report(t, "measured", "node.k8s.io/v1 off on %s: %s{code=404,group=node.k8s.io,version=v1,resource=runtimeclasses} moved by %d for %d gets of missing names; all series after: %v",
+		nw.Name, rerouted, missing, missing, after.Series(rerouted))
+	expectProxiedAudit(t, nw, win.Old, tr.take(), admin)
+	return ctx
+}
+
+// outcome is one request made while a fault holds.
+type outcome struct {
+	At      time.Duration
+	Code    int
+	Took    time.Duration
+	Message string
+}
+
+func (o outcome) String() string {
+	return fmt.Sprintf("+%-6s %d in %-6s %s", o.At.Round(100*time.Millisecond), o.Code, o.Took.Round(100*time.Millisecond), o.Message)
+}
+
+// attempt makes one request with fn and says how it ended.
+func attempt(start time.Time, fn func() error) outcome {
+	o := outcome{At: time.Since(start)}
+	t0 := time.Now()
+	err := fn()
+	o.Took = time.Since(t0)
+	switch st := err.(type) {
+	case nil:
+		o.Code = 200
+	case apierrors.APIStatus:
+		o.Code = int(st.Status().Code)
+		o.Message = st.Status().Message
+	default:
+		o.Message = err.Error()
+	}
+	if len(o.Message) > 120 {
+		o.Message = o.Message[:120] + "..."
+	}
+	return o
+}
+
+// blackHole drops every packet from an old apiserver to its only capable
+// peer and sends a read and a write of the new resource through it.
+func blackHole(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+	g := NewWithT(t)
+	old, peer := win.Old[0], win.New[0]
+	run := runID(t)
+	const clientTimeout, bound = 90 * time.Second, 65 * time.Second
+	cfg := rest.CopyConfig(old.cfg)
+	cfg.Timeout = clientTimeout
+	cs, _ := clientAs(cfg)
+	api := cs.AdmissionregistrationV1().MutatingAdmissionPolicies()
+	before := old.scrape(ctx, t)
+	inject(ctx, t, &faults.BlackHole{From: old.Node, To: peer.Node})
+	start := time.Now()
+	var wg sync.WaitGroup
+	var read, write outcome
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		read = attempt(start, func() error { _, err := api.List(ctx, metav1.ListOptions{}); return err })
+	}()
+	go func() {
+		defer wg.Done()
+		write = attempt(start, func() error { _, err := api.Create(ctx, newPolicy(run), metav1.CreateOptions{}); return err })
+	}()
+	wg.Wait()
+	s.Report(t, "measured", "through %s with its link to %s black-holed (client timeout %s): list %s; create %s", old.Name, peer.Name, clientTimeout, read, write)
+	for what, o := range map[string]outcome{"list": read, "create": write} {
+		g.Expect(o.Code).NotTo(Equal(404), "%s: a black hole is not a false 404", what)
+		g.Expect(o.Code).To(BeElementOf(503, 504), "%s: an explicit 503 (or the entry server's 504 timeout)", what)
+		g.Expect(o.Took).To(BeNumerically("<", bound), "%s: answered within %s", what, bound)
+	}
+	after := old.scrape(ctx, t)
+	t.Logf("%s on %s: 503 moved by %g, 504 by %g", rerouted, old.Name,
+		metrics.Delta(before, after, rerouted, map[string]string{"code": "503"}), metrics.Delta(before, after, rerouted, map[string]string{"code": "504"}))
+	// Not retried into a duplicate: at most the one object, once the link is back.
+	list, err := peer.client().AdmissionregistrationV1().MutatingAdmissionPolicies().List(ctx, metav1.ListOptions{LabelSelector: suiteLabel + "=" + run})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(len(list.Items)).To(BeNumerically("<=", 1), "objects the one create made")
+	s.Report(t, "measured", "the create that failed under the black hole made %d object(s)", len(list.Items))
+	return ctx
+}
+
+// probe asks through sv for the new resource every interval for d and
+// returns what each request got.
+func probe(ctx context.Context, sv server, d, interval time.Duration) []outcome {
+	cfg := rest.CopyConfig(sv.cfg)
+	cfg.Timeout = 35 * time.Second
+	cs, _ := clientAs(cfg)
+	var out []outcome
+	start := time.Now()
+	for time.Since(start) < d {
+		out = append(out, attempt(start, func() error {
+			_, err := cs.AdmissionregistrationV1().MutatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
+			return err
+		}))
+		time.Sleep(interval)
+	}
+	return out
+}
+
+func codes(outs []outcome) map[int]int {
+	n := map[int]int{}
+	for _, o := range outs {
+		n[o.Code]++
+	}
+	return n
+}
+
+func timeline(outs []outcome) string {
+	var b strings.Builder
+	for _, o := range outs {
+		b.WriteString("\n  " + o.String())
+	}
+	return b.String()
+}
+
+// onlyPeerStopped stops the one apiserver that serves the new resource and
+// records what the old ones answer for it from then on.
+func onlyPeerStopped(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+	g := NewWithT(t)
+	old, peer := win.Old[0], win.New[0]
+	inject(ctx, t, &faults.StopAPIServer{Node: peer.Node})
+	outs := probe(ctx, old, 30*time.Second, time.Second)
+	t.Logf("through %s after %s's apiserver stopped: %v%s", old.Name, peer.Name, codes(outs), timeline(outs))
+	for _, o := range outs {
+		g.Expect(o.Took).To(BeNumerically("<", 35*time.Second), "no request hangs: %s", o)
+		g.Expect(o.Code).NotTo(Equal(200), "nothing left serves %s: %s", newResource, o)
+	}
+	final := outs[len(outs)-1]
+	if final.Code == 404 {
+		s.Report(t, "finding", "with its only capable peer stopped, %s answers a false 404 for %s (%v in 30 s), not 503: the peer left with its identity lease, so nothing tells the proxy the resource exists", old.Name, newResource, codes(outs))
+	}
+	return ctx
+}
+
+// otherPeerServes stops one of two capable peers.
+func otherPeerServes(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+	g := NewWithT(t)
+	old, gone := win.Old[0], win.New[0]
+	inject(ctx, t, &faults.StopAPIServer{Node: gone.Node})
+	cs, tr := old.traced()
+	outs := probe(ctx, old, 20*time.Second, 500*time.Millisecond)
+	t.Logf("through %s after %s's apiserver stopped: %v%s", old.Name, gone.Name, codes(outs), timeline(outs))
+	s.Report(t, "measured", "one of two capable peers (%s) stopped: %s answered %v over 20 s", gone.Name, old.Name, codes(outs))
+	for _, o := range outs {
+		g.Expect(o.Code).NotTo(Equal(404), "a false 404 while %s serves %s: %s", win.New[1].Name, newResource, o)
+	}
+	tr.take()
+	for range 10 {
+		_, err := cs.AdmissionregistrationV1().MutatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	c := expectProxiedAudit(t, old, win.New[1:], tr.take(), admin)
+	g.Expect(c.byPeer[win.New[1].Name]).To(Equal(10))
+	return ctx
+}

@@ -1,0 +1,318 @@
+package mvp
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/faults"
+	"github.com/skewer-k8s/skewer/harness/metrics"
+	"github.com/skewer-k8s/skewer/harness/rollout"
+)
+
+// The resource only the newer version serves, and the label every object
+// the suite makes carries.
+const (
+	newGroup    = "admissionregistration.k8s.io"
+	newVersion  = "v1"
+	newResource = "mutatingadmissionpolicies"
+	newPath     = "/apis/" + newGroup + "/" + newVersion + "/" + newResource
+	suiteLabel  = "skewer.io/mvp"
+	rerouted    = "apiserver_rerouted_request_total"
+)
+
+// server is one control plane's apiserver, addressed directly.
+type server struct {
+	cluster.Node
+	Version string
+	IP      string
+	cfg     *rest.Config
+}
+
+// window is the cluster held in the mixed window: apiservers at the older
+// version and at the newer.
+type window struct {
+	From, To string
+	Old, New []server
+}
+
+func (w *window) all() []server { return append(append([]server{}, w.Old...), w.New...) }
+
+// holdWindow brings the cluster to exactly newCount control planes at
+// --mvp.to (surging forward or back one node at a time as needed), waits
+// until every apiserver's discovery shows the new resource, and returns the
+// window. The time discovery took to converge after the step is logged.
+func holdWindow(ctx context.Context, t *testing.T, newCount int) *window {
+	t.Helper()
+	g := NewWithT(t)
+	from := fromVersion(ctx, t)
+	versions, err := rollout.NodeVersions(ctx, s.Cluster)
+	g.Expect(err).NotTo(HaveOccurred())
+	have := 0
+	for _, v := range versions {
+		if v == *flagTo {
+			have++
+		}
+	}
+	if have != newCount {
+		in := rollout.SurgeInput{To: *flagTo, PauseAfter: newCount - have}
+		if have > newCount {
+			in = rollout.SurgeInput{To: from, PauseAfter: have - newCount, AllowDowngrade: true}
+		}
+		actions, err := rollout.Surge(ctx, s.Cluster, in)
+		g.Expect(err).NotTo(HaveOccurred())
+		// Once a new apiserver serves (the step after the wait for it),
+		// time how long every apiserver's discovery takes to show it.
+		var converged sync.WaitGroup
+		r := &rollout.Runner{Out: logWriter{t}, OnStep: func(ctx context.Context, step string) {
+			if in.AllowDowngrade || !strings.HasPrefix(step, "add the new node to the load balancer") {
+				return
+			}
+			converged.Add(1)
+			go func() {
+				defer converged.Done()
+				start := time.Now()
+				for time.Since(start) < 3*time.Minute && ctx.Err() == nil {
+					all, err := apiservers(ctx)
+					if err == nil && len(lacking(ctx, all)) == 0 {
+						s.Report(t, "measured", "every apiserver's discovery showed %s %s %s after the new apiserver served it",
+							newGroup, newResource, time.Since(start).Round(10*time.Millisecond))
+						return
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			}()
+		}}
+		g.Expect(r.Run(ctx, s.Cluster, actions)).To(Succeed())
+		converged.Wait()
+	}
+	w := &window{From: from, To: *flagTo}
+	for _, sv := range servers(ctx, t) {
+		if sv.Version == *flagTo {
+			w.New = append(w.New, sv)
+		} else {
+			w.Old = append(w.Old, sv)
+		}
+	}
+	g.Expect(w.New).To(HaveLen(newCount))
+	g.Eventually(func() []string { return lacking(ctx, w.all()) }).
+		WithTimeout(3*time.Minute).WithPolling(time.Second).Should(BeEmpty(), "apiservers whose /apis lacks %s", newResource)
+	s.Report(t, "measured", "mixed window: %d at %s %v, %d at %s %v", len(w.Old), from, names(w.Old), len(w.New), *flagTo, names(w.New))
+	return w
+}
+
+// servers are the cluster's apiservers, each addressed directly.
+func servers(ctx context.Context, t *testing.T) []server {
+	out, err := apiservers(ctx)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	return out
+}
+
+func apiservers(ctx context.Context) ([]server, error) {
+	cps, err := s.Cluster.ControlPlanes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	versions, err := rollout.NodeVersions(ctx, s.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	var out []server
+	for _, n := range cps {
+		cfg, err := s.Cluster.APIServerConfig(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		ip, err := faults.NodeIP(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, server{Node: n, Version: versions[n.Name], IP: ip, cfg: cfg})
+	}
+	return out, nil
+}
+
+// fromVersion is the version the cluster was created at: the profile's,
+// or -skewer.version.
+func fromVersion(ctx context.Context, t *testing.T) string {
+	if s.Spec == nil || s.Spec.Version == "" {
+		t.Fatalf("cluster %s has no spec skewer made: its older version is unknown", s.Cluster.Name)
+	}
+	return s.Spec.Version
+}
+
+// lacking lists the servers whose peer-aggregated discovery does not show
+// the new resource.
+func lacking(ctx context.Context, servers []server) []string {
+	var out []string
+	for _, sv := range servers {
+		res, err := discoveryResources(ctx, sv, false)
+		if err != nil || !res[newGroup+"/"+newVersion+"/"+newResource] {
+			out = append(out, sv.Name)
+		}
+	}
+	return out
+}
+
+// Media types of aggregated discovery, peer-merged and local only.
+const (
+	discoveryV2     = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+	discoveryNoPeer = discoveryV2 + ";profile=nopeer"
+)
+
+// discoveryResources reads sv's aggregated /apis (local only with nopeer)
+// as a set of "group/version/resource".
+func discoveryResources(ctx context.Context, sv server, nopeer bool) (map[string]bool, error) {
+	accept := discoveryV2
+	if nopeer {
+		accept = discoveryNoPeer
+	}
+	cs := sv.client()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	raw, err := cs.Discovery().RESTClient().Get().AbsPath("/apis").SetHeader("Accept", accept).DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var list apidiscoveryv2.APIGroupDiscoveryList
+	if err := yaml.Unmarshal(raw, &list); err != nil {
+		return nil, fmt.Errorf("%s: /apis is not an APIGroupDiscoveryList: %w", sv.Name, err)
+	}
+	out := map[string]bool{}
+	for _, g := range list.Items {
+		for _, v := range g.Versions {
+			for _, r := range v.Resources {
+				out[g.Name+"/"+v.Version+"/"+r.Resource] = true
+			}
+		}
+	}
+	return out, nil
+}
+
+func names(servers []server) []string {
+	var out []string
+	for _, sv := range servers {
+		out = append(out, sv.Name)
+	}
+	return out
+}
+
+// client is an admin client of sv alone.
+func (sv server) client() *kubernetes.Clientset {
+	return kubernetes.NewForConfigOrDie(sv.cfg)
+}
+
+// traced is an admin client of sv that records every response.
+func (sv server) traced() (*kubernetes.Clientset, *tracer) {
+	return clientAs(sv.cfg)
+}
+
+// clientAs is a client for cfg that records every response.
+func clientAs(cfg *rest.Config) (*kubernetes.Clientset, *tracer) {
+	tr := &tracer{}
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(tr.wrap)
+	cfg.QPS, cfg.Burst = 100, 200
+	return kubernetes.NewForConfigOrDie(cfg), tr
+}
+
+func (sv server) scrape(ctx context.Context, t *testing.T) metrics.Snapshot {
+	t.Helper()
+	snap, err := metrics.Scrape(ctx, sv.client())
+	NewWithT(t).Expect(err).NotTo(HaveOccurred(), "scrape %s", sv.Name)
+	return snap
+}
+
+// call is one request as the client saw it.
+type call struct {
+	Method, Path string
+	Code         int
+	AuditID      string
+	Took         time.Duration
+}
+
+func (c call) String() string {
+	return fmt.Sprintf("%-6s %-80s %d audit-id %s (%s)", c.Method, c.Path, c.Code, c.AuditID, c.Took.Round(time.Millisecond))
+}
+
+// tracer records every response of a client: what the evidence is made of.
+type tracer struct {
+	mu    sync.Mutex
+	calls []call
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func (tr *tracer) wrap(next http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(r *http.Request) (*http.Response, error) {
+		start := time.Now()
+		resp, err := next.RoundTrip(r)
+		if err != nil {
+			return resp, err
+		}
+		tr.mu.Lock()
+		tr.calls = append(tr.calls, call{Method: r.Method, Path: r.URL.RequestURI(), Code: resp.StatusCode,
+			AuditID: resp.Header.Get("Audit-Id"), Took: time.Since(start)})
+		tr.mu.Unlock()
+		return resp, nil
+	})
+}
+
+// take returns the calls recorded since the last take.
+func (tr *tracer) take() []call {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	out := tr.calls
+	tr.calls = nil
+	return out
+}
+
+// newPolicy is a MutatingAdmissionPolicy that changes nothing that exists:
+// it matches ConfigMaps in a namespace no one makes, and nothing binds it.
+func newPolicy(run string) *admissionv1.MutatingAdmissionPolicy {
+	never := admissionv1.NeverReinvocationPolicy
+	return &admissionv1.MutatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "mvp-", Labels: map[string]string{suiteLabel: run}},
+		Spec: admissionv1.MutatingAdmissionPolicySpec{
+			MatchConstraints: &admissionv1.MatchResources{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "skewer-mvp-nowhere"}},
+				ResourceRules: []admissionv1.NamedRuleWithOperations{{RuleWithOperations: admissionv1.RuleWithOperations{
+					Operations: []admissionv1.OperationType{admissionv1.Create},
+					Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+				}}},
+			},
+			Mutations: []admissionv1.Mutation{{
+				PatchType:          admissionv1.PatchTypeApplyConfiguration,
+				ApplyConfiguration: &admissionv1.ApplyConfiguration{Expression: `Object{metadata: Object.metadata{labels: {"skewer.io/mutated": "true"}}}`},
+			}},
+			ReinvocationPolicy: never,
+		},
+	}
+}
+
+// runID tells this run's objects from any other's.
+func runID(t *testing.T) string {
+	return fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff)
+}
+
+type logWriter struct{ t *testing.T }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
