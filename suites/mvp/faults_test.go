@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	admissionv1client "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 
@@ -65,6 +66,24 @@ func runtimeConfigVariant(ctx context.Context, t *testing.T, _ *envconf.Config) 
 	s.Report(t, "measured", "node.k8s.io/v1 off on %s: %s{code=404,group=node.k8s.io,version=v1,resource=runtimeclasses} moved by %d for %d gets of missing names; all series after: %v",
 		nw.Name, rerouted, missing, missing, after.Series(rerouted))
 	expectProxiedAudit(t, nw, win.Old, tr.take(), admin)
+
+	// Under a fault, with a 1.36 entry server: every link to a capable
+	// peer slowed past the TLS handshake timeout.
+	for _, p := range win.Old {
+		inject(ctx, t, &faults.SlowLink{From: nw.Node, To: p.Node, Delay: 6 * time.Second})
+	}
+	before = nw.scrape(ctx, t)
+	o := attempt(time.Now(), func() error { _, err := api.List(ctx, metav1.ListOptions{}); return err })
+	after = nw.scrape(ctx, t)
+	g.Expect(o.Code).To(Equal(503), "every capable peer past its TLS handshake timeout: %s", o)
+	labels503 := map[string]string{"code": "503", "group": "node.k8s.io", "version": "v1", "resource": "runtimeclasses"}
+	g.Expect(metrics.Delta(before, after, rerouted, labels503)).To(BeEquivalentTo(1), "%s%v", rerouted, labels503)
+	errs := metrics.Delta(before, after, peerProxyErrors, nil)
+	s.Report(t, "measured", "links %s -> every capable peer +6 s each way: list runtimeclasses %s; %s moved by %g; %s{code=503,...} by 1",
+		nw.Name, o, peerProxyErrors, errs, rerouted)
+	if errs == 0 {
+		s.Report(t, "finding", "%s did not move for a request that failed at the transport (503): it counts only a missing user or an unresolvable peer; transport failures show only as %s{code=\"503\"}", peerProxyErrors, rerouted)
+	}
 	return ctx
 }
 
@@ -143,6 +162,76 @@ func blackHole(ctx context.Context, t *testing.T, _ *envconf.Config) context.Con
 	s.Report(t, "measured", "the create that failed under the black hole made %d object(s)", len(list.Items))
 	return ctx
 }
+
+// slowLink slows the link from an old apiserver to its only capable peer
+// below and above the proxy's timeouts (a userspace relay: the kernel has
+// no netem): a little slower still works; slow enough that the client
+// gives up after its create reached the peer, the object exists once, not
+// twice; slower than the TLS handshake timeout, an explicit 503.
+func slowLink(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+	g := NewWithT(t)
+	old, peer := win.Old[0], win.New[0]
+	withTimeout := func(d time.Duration) kubernetesAPI {
+		cfg := rest.CopyConfig(old.cfg)
+		cfg.Timeout = d
+		cs, _ := clientAs(cfg)
+		return cs.AdmissionregistrationV1().MutatingAdmissionPolicies()
+	}
+	slow := func(delay time.Duration) func() {
+		f := &faults.SlowLink{From: old.Node, To: peer.Node, Delay: delay}
+		inject(ctx, t, f) // reverted at the end too, should a check fail before
+		return func() { g.Expect(f.Revert(ctx, s.Cluster)).To(Succeed(), f.Name()) }
+	}
+
+	// Below: +100 ms each way.
+	revert := slow(100 * time.Millisecond)
+	api := withTimeout(30 * time.Second)
+	start := time.Now()
+	var below []outcome
+	for range 5 {
+		below = append(below, attempt(start, func() error { _, err := api.List(ctx, metav1.ListOptions{}); return err }))
+	}
+	revert()
+	for _, o := range below {
+		g.Expect(o.Code).To(Equal(200), "+100ms: %s", o)
+		g.Expect(o.Took).To(BeNumerically(">=", 200*time.Millisecond), "+100ms each way: a round trip at least: %s", o)
+	}
+	var took []string
+	for _, o := range below {
+		took = append(took, o.Took.Round(10*time.Millisecond).String())
+	}
+	s.Report(t, "measured", "link %s -> %s +100 ms each way: 5 lists through %s all 200, in %s", old.Name, peer.Name, old.Name, strings.Join(took, ", "))
+
+	// Between: +3 s each way. TLS (one round trip) takes 6 s, the create
+	// reaches the peer at ~9 s, its answer would be back at ~12 s; the
+	// client gives up at 10.5 s.
+	run := runID(t)
+	revert = slow(3 * time.Second)
+	start = time.Now()
+	write := attempt(start, func() error {
+		_, err := withTimeout(10500*time.Millisecond).Create(ctx, newPolicy(run), metav1.CreateOptions{})
+		return err
+	})
+	time.Sleep(5 * time.Second) // the peer's answer travels back meanwhile
+	revert()
+	list, err := peer.client().AdmissionregistrationV1().MutatingAdmissionPolicies().List(ctx, metav1.ListOptions{LabelSelector: suiteLabel + "=" + run})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(write.Code).NotTo(Equal(404), "%s", write)
+	g.Expect(len(list.Items)).To(BeNumerically("<=", 1), "one create, never a duplicate")
+	s.Report(t, "measured", "link +3 s each way, client timeout 10.5 s: create through %s %s; objects made: %d (the client's error, the peer's write)", old.Name, write, len(list.Items))
+
+	// Above: +6 s each way; the TLS handshake (12 s) outlasts its 10 s timeout.
+	revert = slow(6 * time.Second)
+	start = time.Now()
+	above := attempt(start, func() error { _, err := withTimeout(35*time.Second).List(ctx, metav1.ListOptions{}); return err })
+	revert()
+	g.Expect(above.Code).To(Equal(503), "past the TLS handshake timeout: an explicit 503: %s", above)
+	g.Expect(above.Took).To(BeNumerically("<", 20*time.Second), "%s", above)
+	s.Report(t, "measured", "link +6 s each way: list through %s %s", old.Name, above)
+	return ctx
+}
+
+type kubernetesAPI = admissionv1client.MutatingAdmissionPolicyInterface
 
 // probe asks through sv for the new resource every interval for d and
 // returns what each request got.

@@ -39,6 +39,7 @@ func TestWindowOne(t *testing.T) {
 		Assess("CRD and aggregated APIService groups are not forwarded and fail fast", scope).
 		Assess("an API turned off on one apiserver is served by forwarding (deterministic variant)", runtimeConfigVariant).
 		Assess("a black-holed peer link gives an explicit 503 within a bound, never a 404 or a hang", blackHole).
+		Assess("a slowed peer link: slower below the timeouts, one write at most between, a 503 above", slowLink).
 		Assess("the only capable peer stopped", onlyPeerStopped).
 		Feature()
 	s.Env.Test(t, f)

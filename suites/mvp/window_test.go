@@ -32,6 +32,8 @@ const (
 	newPath     = "/apis/" + newGroup + "/" + newVersion + "/" + newResource
 	suiteLabel  = "skewer.io/mvp"
 	rerouted    = "apiserver_rerouted_request_total"
+	// peerProxyErrors exists from 1.36.
+	peerProxyErrors = "apiserver_peer_proxy_errors_total"
 )
 
 // server is one control plane's apiserver, addressed directly.
