@@ -189,7 +189,7 @@ func waitControlPlane(ctx context.Context, c *cluster.Cluster, node cluster.Node
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s not ready at %s within 4m: %s", node.Name, version, last)
-		case <-time.After(2 * time.Second):
+		case <-time.After(500 * time.Millisecond):
 		}
 	}
 }
