@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -312,4 +313,47 @@ func (c *Cluster) LoadBalancerBackends(ctx context.Context) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// LoadImageTars imports image tars into every node's containerd, pinned,
+// the way the node image preloads them.
+func (c *Cluster) LoadImageTars(ctx context.Context, tars ...string) error {
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		for _, t := range tars {
+			f, err := os.Open(t)
+			if err != nil {
+				return err
+			}
+			err = docker.ExecInput(ctx, n.Name, f, "ctr", "--namespace=k8s.io", "images", "import",
+				"--label=io.cri-containerd.pinned=pinned", "--all-platforms", "--digests", "-")
+			f.Close()
+			if err != nil {
+				return fmt.Errorf("failed to load %s into %s: %w", filepath.Base(t), n.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// LoadImages copies images from the host's Docker into every node, as
+// kind's load docker-image does: what a Pod runs is never pulled.
+func (c *Cluster) LoadImages(ctx context.Context, refs ...string) error {
+	dir, err := os.MkdirTemp("", "skewer-load-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	var tars []string
+	for i, ref := range refs {
+		tar := filepath.Join(dir, fmt.Sprintf("%d.tar", i))
+		if err := docker.Save(ctx, ref, tar); err != nil {
+			return fmt.Errorf("failed to save %s: %w", ref, err)
+		}
+		tars = append(tars, tar)
+	}
+	return c.LoadImageTars(ctx, tars...)
 }

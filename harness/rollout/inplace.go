@@ -3,7 +3,6 @@ package rollout
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 
@@ -43,7 +42,7 @@ func InPlace(ctx context.Context, c *cluster.Cluster, in InPlaceInput) ([]Action
 		old = old[:in.PauseAfter]
 	}
 	actions := []Action{Do("load the "+target+" images into every node", func(ctx context.Context, c *cluster.Cluster) error {
-		return loadImages(ctx, c, in.Artifacts.ImageTars)
+		return c.LoadImageTars(ctx, in.Artifacts.ImageTars...)
 	})}
 	for _, name := range old {
 		// kubeadm's preflight refuses a cgroup v1 host outright; kind skips it too.
@@ -91,30 +90,6 @@ func installBinaries(ctx context.Context, node, dir string, names ...string) err
 		}
 		if _, err := docker.Exec(ctx, node, "mv", tmp, "/usr/bin/"+b); err != nil {
 			return err
-		}
-	}
-	return nil
-}
-
-// loadImages imports image tars into every node's containerd, pinned, the
-// way the node image preloads them.
-func loadImages(ctx context.Context, c *cluster.Cluster, tars []string) error {
-	nodes, err := c.Nodes(ctx)
-	if err != nil {
-		return err
-	}
-	for _, n := range nodes {
-		for _, t := range tars {
-			f, err := os.Open(t)
-			if err != nil {
-				return err
-			}
-			err = docker.ExecInput(ctx, n.Name, f, "ctr", "--namespace=k8s.io", "images", "import",
-				"--label=io.cri-containerd.pinned=pinned", "--all-platforms", "--digests", "-")
-			f.Close()
-			if err != nil {
-				return fmt.Errorf("failed to load %s into %s: %w", filepath.Base(t), n.Name, err)
-			}
 		}
 	}
 	return nil
