@@ -114,6 +114,9 @@ func (s *Suite) writeReport() error {
 	return nil
 }
 
+// Created says whether the suite made its cluster (and so may delete it).
+func (s *Suite) Created() bool { return s.created }
+
 // Failed says whether any test of the suite has failed so far.
 func (s *Suite) Failed() bool { return s.failed.Load() }
 

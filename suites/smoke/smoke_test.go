@@ -17,6 +17,7 @@ import (
 
 	"github.com/skewer-k8s/skewer/harness/audit"
 	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/internal/docker"
 	"github.com/skewer-k8s/skewer/internal/run"
 )
 
@@ -36,7 +37,7 @@ func nodesReadyAndCoreDNS(ctx context.Context, t *testing.T, _ *envconf.Config) 
 	g.Expect(err).NotTo(HaveOccurred())
 	nodes, err := s.Cluster.Nodes(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
-	if s.Spec != nil {
+	if s.Created() {
 		g.Expect(nodes).To(HaveLen(s.Spec.ControlPlanes+s.Spec.Workers), "node containers")
 	}
 	g.Eventually(ctx, func() ([]corev1.Node, error) {
@@ -70,7 +71,7 @@ func apiserverVersions(ctx context.Context, t *testing.T, _ *envconf.Config) con
 	g.Expect(err).NotTo(HaveOccurred())
 	for i, n := range cps {
 		want := nodeVersion(ctx, g, n)
-		if s.Spec != nil {
+		if s.Created() {
 			g.Expect(want).To(Equal(s.Spec.ControlPlaneVersion(i)), "node %s runs the version its spec gives", n.Name)
 		}
 		cs, err := s.Cluster.APIServerClient(ctx, n)
@@ -203,7 +204,7 @@ func podToPod(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Co
 // TestDeleteLeavesNothing runs last: deleting the suite's cluster leaves no
 // container, no endpoint on kind's network and no state behind.
 func TestDeleteLeavesNothing(t *testing.T) {
-	if s.Spec == nil {
+	if !s.Created() {
 		t.Skip("the suite reuses a cluster it did not create; it does not delete it")
 	}
 	if s.Failed() {
@@ -212,7 +213,7 @@ func TestDeleteLeavesNothing(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	g.Expect(s.Cluster.Delete(ctx, false)).To(Succeed())
-	containers, err := run.Command("docker", "ps", "-a", "-q", "--filter", "label=io.x-k8s.kind.cluster="+s.Cluster.Name).String(ctx)
+	containers, err := docker.Containers(ctx, "label=io.x-k8s.kind.cluster="+s.Cluster.Name)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(containers).To(BeEmpty(), "containers of cluster %s", s.Cluster.Name)
 	endpoints, err := run.Command("docker", "network", "inspect", "kind", "--format", "{{range .Containers}}{{.Name}} {{end}}").String(ctx)
