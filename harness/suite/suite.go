@@ -9,6 +9,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -112,6 +113,17 @@ func (s *Suite) writeReport() error {
 		return err
 	}
 	return nil
+}
+
+// LogWriter writes what it is given to t's log, a line per write: the
+// progress of a Runner or a Builder, kept with the test it belongs to.
+func LogWriter(t *testing.T) io.Writer { return logWriter{t} }
+
+type logWriter struct{ t *testing.T }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
 }
 
 // Created says whether the suite made its cluster (and so may delete it).

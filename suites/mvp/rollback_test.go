@@ -13,6 +13,7 @@ import (
 	"github.com/skewer-k8s/skewer/harness/faults"
 	"github.com/skewer-k8s/skewer/harness/metrics"
 	"github.com/skewer-k8s/skewer/harness/rollout"
+	"github.com/skewer-k8s/skewer/harness/suite"
 )
 
 const gate = "UnknownVersionInteroperabilityProxy"
@@ -57,7 +58,7 @@ func rollBack(ctx context.Context, t *testing.T, _ *envconf.Config) context.Cont
 	g := NewWithT(t)
 	actions, err := rollout.Surge(ctx, s.Cluster, rollout.SurgeInput{To: win.From, AllowDowngrade: true})
 	g.Expect(err).NotTo(HaveOccurred())
-	r := &rollout.Runner{Out: logWriter{t}}
+	r := &rollout.Runner{Out: suite.LogWriter(t)}
 	g.Expect(r.Run(ctx, s.Cluster, actions)).To(Succeed())
 	g.Expect(rollout.CheckMembership(ctx, s.Cluster)).To(Succeed())
 	versions, err := rollout.NodeVersions(ctx, s.Cluster)

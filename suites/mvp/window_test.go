@@ -21,6 +21,7 @@ import (
 	"github.com/skewer-k8s/skewer/harness/faults"
 	"github.com/skewer-k8s/skewer/harness/metrics"
 	"github.com/skewer-k8s/skewer/harness/rollout"
+	"github.com/skewer-k8s/skewer/harness/suite"
 )
 
 // The resource only the newer version serves, and the label every object
@@ -79,7 +80,7 @@ func holdWindow(ctx context.Context, t *testing.T, newCount int) *window {
 		// Once a new apiserver serves (the step after the wait for it),
 		// time how long every apiserver's discovery takes to show it.
 		var converged sync.WaitGroup
-		r := &rollout.Runner{Out: logWriter{t}, OnStep: func(ctx context.Context, step string) {
+		r := &rollout.Runner{Out: suite.LogWriter(t), OnStep: func(ctx context.Context, step string) {
 			if in.AllowDowngrade || !strings.HasPrefix(step, "add the new node to the load balancer") {
 				return
 			}
@@ -310,11 +311,4 @@ func newPolicy(run string) *admissionv1.MutatingAdmissionPolicy {
 // runID tells this run's objects from any other's.
 func runID(t *testing.T) string {
 	return fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff)
-}
-
-type logWriter struct{ t *testing.T }
-
-func (w logWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/harness/rollout"
+	"github.com/skewer-k8s/skewer/harness/suite"
 )
 
 // TestInPlace upgrades the same nodes with kubeadm (the kinder way), then
@@ -26,7 +27,7 @@ func TestInPlace(t *testing.T) {
 			g := NewWithT(t)
 			v, err := nodeimage.ParseVersion(*flagTo)
 			g.Expect(err).NotTo(HaveOccurred())
-			art, err := (&nodeimage.Builder{Out: testWriter{t}}).Artifacts(ctx, v)
+			art, err := (&nodeimage.Builder{Out: suite.LogWriter(t)}).Artifacts(ctx, v)
 			g.Expect(err).NotTo(HaveOccurred())
 			nodesBefore, err := s.Cluster.ControlPlanes(ctx)
 			g.Expect(err).NotTo(HaveOccurred())

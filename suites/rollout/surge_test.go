@@ -17,6 +17,7 @@ import (
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/rollout"
+	"github.com/skewer-k8s/skewer/harness/suite"
 	"github.com/skewer-k8s/skewer/harness/traffic"
 )
 
@@ -98,7 +99,7 @@ func surge(ctx context.Context, t *testing.T, in rollout.SurgeInput) {
 func run(ctx context.Context, t *testing.T, actions []rollout.Action) {
 	g := NewWithT(t)
 	tr := ctx.Value(trafficKey).(*traffic.Traffic)
-	r := &rollout.Runner{Out: testWriter{t}, OnStep: func(ctx context.Context, name string) {
+	r := &rollout.Runner{Out: suite.LogWriter(t), OnStep: func(ctx context.Context, name string) {
 		if err := tr.Phase(ctx, name); err != nil {
 			t.Logf("traffic refresh: %v", err)
 		}
@@ -173,11 +174,4 @@ func saveRecords(t *testing.T, records []traffic.Record) {
 		return
 	}
 	t.Logf("%d request records in %s", len(records), path)
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
 }

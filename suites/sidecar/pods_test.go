@@ -19,6 +19,7 @@ import (
 	"github.com/skewer-k8s/skewer/fixtures"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/harness/suite"
 )
 
 var (
@@ -33,7 +34,7 @@ func fixtureImage(ctx context.Context, t *testing.T) string {
 	t.Helper()
 	imageOnce.Do(func() {
 		start := time.Now()
-		image, imageErr = (&nodeimage.Builder{Out: logWriter{t}}).FixtureImage(ctx)
+		image, imageErr = (&nodeimage.Builder{Out: suite.LogWriter(t)}).FixtureImage(ctx)
 		if imageErr == nil {
 			imageErr = s.Cluster.LoadImages(ctx, image)
 		}
@@ -232,11 +233,4 @@ func containerStates(p *corev1.Pod) string {
 	add("init", p.Status.InitContainerStatuses)
 	add("container", p.Status.ContainerStatuses)
 	return strings.Join(parts, "; ")
-}
-
-type logWriter struct{ t *testing.T }
-
-func (w logWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
 }
