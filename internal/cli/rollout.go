@@ -145,11 +145,10 @@ func runRollout(cmd *cobra.Command, f rolloutFlags, rollback bool) error {
 			return err
 		}
 	}
-	runErr := runner.Run(ctx, c, actions)
-	if runErr != nil {
-		return report(c, runner, runErr, f.name)
+	if err := runner.Run(ctx, c, actions); err != nil {
+		return report(c, runner, err, f.name)
 	}
-	report(c, runner, nil, f.name)
+	_ = report(c, runner, nil, f.name)
 	if rollback {
 		_ = os.Remove(recordPath(c))
 	}
