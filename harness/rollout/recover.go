@@ -30,9 +30,9 @@ type Member struct {
 // Complete says the node is a whole control plane.
 func (m Member) Complete() bool { return m.Err == nil && m.Joined }
 
-// Census asks every control-plane container's apiserver for its version,
-// giving each 10 seconds: a node whose join was cut short is listed, with
-// the reason it does not answer, rather than failing the whole census.
+// Census asks every control-plane container's apiserver for its version
+// (askVersion): a node whose join was cut short is listed, with the reason
+// it does not answer, rather than failing the whole census.
 func Census(ctx context.Context, c *cluster.Cluster) ([]Member, error) {
 	cps, err := c.ControlPlanes(ctx)
 	if err != nil {
@@ -53,21 +53,39 @@ func Census(ctx context.Context, c *cluster.Cluster) ([]Member, error) {
 	out := make([]Member, 0, len(cps))
 	for _, n := range cps {
 		m := Member{Name: n.Name, Joined: joined[n.Name]}
-		cs, err := c.APIServerClient(ctx, n)
-		if err == nil {
-			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			var raw []byte
-			raw, err = cs.Discovery().RESTClient().Get().AbsPath("/version").DoRaw(cctx)
-			cancel()
-			if err == nil {
-				m.Version, err = gitVersion(raw)
-			}
-		}
-		m.Err = err
+		m.Version, m.Err = askVersion(ctx, c, n)
 		out = append(out, m)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// askVersion asks node's own apiserver for its version, for up to 30 s:
+// an apiserver that has just restarted (a kubelet replaced in place
+// restarts its static Pods) answers 403 to everyone until its authorizer
+// has synced, and one that is starting refuses connections.
+func askVersion(ctx context.Context, c *cluster.Cluster, node cluster.Node) (string, error) {
+	cs, err := c.APIServerClient(ctx, node)
+	if err != nil {
+		return "", err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		raw, err := cs.Discovery().RESTClient().Get().AbsPath("/version").DoRaw(actx)
+		cancel()
+		if err == nil {
+			return gitVersion(raw)
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return "", err
+		}
+		select {
+		case <-ctx.Done():
+			return "", err
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // NodeVersions maps each control plane to the version its own apiserver

@@ -174,8 +174,8 @@ func nodeByName(ctx context.Context, c *cluster.Cluster, name string) (cluster.N
 }
 
 // waitControlPlane waits until node's apiserver answers /version with
-// version and its Node is Ready, and says which condition it last saw
-// unmet when it gives up.
+// version and is ready, and its Node is Ready with its kubelet at
+// version; it says which condition it last saw unmet when it gives up.
 func waitControlPlane(ctx context.Context, c *cluster.Cluster, node cluster.Node, version string) error {
 	ctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
 	defer cancel()
@@ -206,9 +206,21 @@ func controlPlaneReady(ctx context.Context, c *cluster.Cluster, node cluster.Nod
 	if v.GitVersion != version {
 		return false, "its apiserver reports " + v.GitVersion
 	}
+	// Ready, not just answering: an apiserver serves before its
+	// authorizer has synced, and answers 403 to everyone until then.
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if raw, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx); err != nil || string(raw) != "ok" {
+		return false, fmt.Sprintf("its apiserver's /readyz: %q %v", raw, err)
+	}
 	n, err := cs.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
 	if err != nil {
 		return false, "its Node: " + err.Error()
+	}
+	// The kubelet at the version too: one replaced in place reports it
+	// once it has restarted and synced the node's status.
+	if kv := n.Status.NodeInfo.KubeletVersion; kv != version {
+		return false, "its kubelet reports " + kv
 	}
 	for _, cond := range n.Status.Conditions {
 		if cond.Type == corev1.NodeReady {
