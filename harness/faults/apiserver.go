@@ -1,0 +1,259 @@
+package faults
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/internal/docker"
+)
+
+const (
+	manifest      = "/etc/kubernetes/manifests/kube-apiserver.yaml"
+	stoppedPlace  = "/etc/kubernetes/kube-apiserver.yaml.stopped"
+	restartBudget = 3 * time.Minute
+)
+
+// StopAPIServer stops Node's apiserver the way an operator stops a static
+// Pod - its manifest leaves the kubelet's manifest directory - and waits
+// until its container is gone. Revert puts the manifest back and waits for
+// the apiserver's /readyz. Its identity lease stays until it expires, so
+// peers still believe it is there: that is the point of the fault.
+type StopAPIServer struct {
+	Node    cluster.Node
+	stopped bool
+}
+
+func (s *StopAPIServer) Name() string { return "stop the apiserver of " + s.Node.Name }
+
+func (s *StopAPIServer) Inject(ctx context.Context, c *cluster.Cluster) error {
+	if _, err := s.Node.Run(ctx, "mv", manifest, stoppedPlace); err != nil {
+		return fmt.Errorf("%s: %w", s.Name(), err)
+	}
+	s.stopped = true
+	return waitFor(ctx, restartBudget, s.Node.Name+"'s apiserver container gone", func() (bool, error) {
+		id, err := apiserverContainer(ctx, s.Node)
+		return id == "", err
+	})
+}
+
+func (s *StopAPIServer) Revert(ctx context.Context, c *cluster.Cluster) error {
+	if !s.stopped {
+		return nil
+	}
+	if _, err := s.Node.Run(ctx, "mv", stoppedPlace, manifest); err != nil {
+		return fmt.Errorf("revert %s: %w", s.Name(), err)
+	}
+	s.stopped = false
+	return WaitReady(ctx, c, s.Node)
+}
+
+// APIServerFlags restarts Node's apiserver with flags changed: Set adds or
+// replaces `--name=value` flags, Remove drops `--name` flags. Revert
+// restores the manifest as it was and waits for the restart.
+type APIServerFlags struct {
+	Node     cluster.Node
+	Set      map[string]string
+	Remove   []string
+	original string
+}
+
+func (f *APIServerFlags) Name() string {
+	var parts []string
+	for k, v := range f.Set {
+		parts = append(parts, fmt.Sprintf("--%s=%s", k, v))
+	}
+	for _, k := range f.Remove {
+		parts = append(parts, "no --"+k)
+	}
+	return fmt.Sprintf("restart the apiserver of %s with %s", f.Node.Name, strings.Join(parts, ", "))
+}
+
+func (f *APIServerFlags) Inject(ctx context.Context, c *cluster.Cluster) error {
+	raw, err := f.Node.Run(ctx, "cat", manifest)
+	if err != nil {
+		return err
+	}
+	changed, err := EditFlags(raw, f.Set, f.Remove)
+	if err != nil {
+		return fmt.Errorf("%s: %w", f.Name(), err)
+	}
+	// Kept before the restart: a restart that fails is reverted too.
+	f.original = raw
+	if err := restartWith(ctx, c, f.Node, changed); err != nil {
+		return fmt.Errorf("%s: %w", f.Name(), err)
+	}
+	return nil
+}
+
+func (f *APIServerFlags) Revert(ctx context.Context, c *cluster.Cluster) error {
+	if f.original == "" {
+		return nil
+	}
+	if err := restartWith(ctx, c, f.Node, f.original); err != nil {
+		return fmt.Errorf("revert %s: %w", f.Name(), err)
+	}
+	f.original = ""
+	return nil
+}
+
+// EditFlags changes the kube-apiserver command of a static Pod manifest.
+func EditFlags(manifestYAML string, set map[string]string, remove []string) (string, error) {
+	var pod corev1.Pod
+	if err := yaml.Unmarshal([]byte(manifestYAML), &pod); err != nil {
+		return "", fmt.Errorf("not a static Pod manifest: %w", err)
+	}
+	var ctr *corev1.Container
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == "kube-apiserver" {
+			ctr = &pod.Spec.Containers[i]
+		}
+	}
+	if ctr == nil {
+		return "", fmt.Errorf("the manifest has no kube-apiserver container")
+	}
+	for _, k := range remove {
+		if _, ok := set[k]; ok {
+			return "", fmt.Errorf("--%s is both set and removed", k)
+		}
+	}
+	pending := map[string]string{}
+	for k, v := range set {
+		pending[k] = v
+	}
+	var cmd []string
+	for _, arg := range ctr.Command {
+		name, _, _ := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
+		switch {
+		case !strings.HasPrefix(arg, "--"):
+			cmd = append(cmd, arg)
+		case slices.Contains(remove, name):
+			continue
+		default:
+			if v, ok := pending[name]; ok {
+				arg = "--" + name + "=" + v
+				delete(pending, name)
+			}
+			cmd = append(cmd, arg)
+		}
+	}
+	for k, v := range set {
+		if _, ok := pending[k]; ok {
+			cmd = append(cmd, "--"+k+"="+v)
+		}
+	}
+	ctr.Command = cmd
+	out, err := yaml.Marshal(&pod)
+	return string(out), err
+}
+
+// restartWith replaces node's apiserver manifest with content and waits
+// until a new apiserver container runs and answers /readyz.
+func restartWith(ctx context.Context, c *cluster.Cluster, node cluster.Node, content string) error {
+	// Containers created from now on are the restart's: an older one may
+	// be the newest listed (a static Pod whose manifest changes back gets
+	// its old sandbox, and its old exited container, again).
+	since := time.Now().UnixNano()
+	// Written beside the manifest directory and renamed into it: the
+	// kubelet never reads half a file, nor a stray one.
+	tmp := "/etc/kubernetes/kube-apiserver.yaml.next"
+	if err := docker.ExecInput(ctx, node.Name, strings.NewReader(content), "sh", "-c", "cat > "+tmp+" && mv "+tmp+" "+manifest); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, restartBudget, node.Name+"'s apiserver restarted", func() (bool, error) {
+		id, state, err := latestAPIServer(ctx, node, since)
+		if err != nil || id == "" {
+			return false, err
+		}
+		if state == "CONTAINER_EXITED" {
+			logs, _ := node.Run(ctx, "crictl", "logs", "--tail", "3", id)
+			return false, fmt.Errorf("the apiserver of %s exited at start: %s", node.Name, strings.TrimSpace(logs))
+		}
+		return state == "CONTAINER_RUNNING", nil
+	}); err != nil {
+		return err
+	}
+	return WaitReady(ctx, c, node)
+}
+
+// latestAPIServer is the newest kube-apiserver container on node created
+// after since (nanoseconds since the epoch), running or not, and its state.
+func latestAPIServer(ctx context.Context, node cluster.Node, since int64) (id, state string, err error) {
+	out, err := node.Run(ctx, "crictl", "ps", "-a", "-o", "json", "--name", "^kube-apiserver$")
+	if err != nil {
+		return "", "", fmt.Errorf("crictl on %s: %w", node.Name, err)
+	}
+	var list struct {
+		Containers []struct {
+			ID        string `json:"id"`
+			State     string `json:"state"`
+			CreatedAt string `json:"createdAt"`
+		} `json:"containers"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		return "", "", fmt.Errorf("crictl ps on %s: %w", node.Name, err)
+	}
+	var newest int64
+	for _, ctr := range list.Containers {
+		// createdAt is nanoseconds since the epoch, as a decimal string.
+		created, err := strconv.ParseInt(ctr.CreatedAt, 10, 64)
+		if err != nil {
+			return "", "", fmt.Errorf("crictl ps on %s: createdAt %q: %w", node.Name, ctr.CreatedAt, err)
+		}
+		if created > since && created > newest {
+			newest, id, state = created, ctr.ID, ctr.State
+		}
+	}
+	return id, state, nil
+}
+
+// WaitReady waits until node's own apiserver answers /readyz with ok.
+func WaitReady(ctx context.Context, c *cluster.Cluster, node cluster.Node) error {
+	cs, err := c.APIServerClient(ctx, node)
+	if err != nil {
+		return err
+	}
+	return waitFor(ctx, restartBudget, node.Name+"'s apiserver /readyz", func() (bool, error) {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		raw, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
+		return err == nil && string(raw) == "ok", nil
+	})
+}
+
+// apiserverContainer is the ID of the running kube-apiserver container on
+// node, or "" when there is none.
+func apiserverContainer(ctx context.Context, node cluster.Node) (string, error) {
+	out, err := node.Run(ctx, "crictl", "ps", "-q", "--state", "running", "--name", "^kube-apiserver$")
+	if err != nil {
+		return "", fmt.Errorf("crictl on %s: %w", node.Name, err)
+	}
+	return strings.TrimSpace(strings.SplitN(out, "\n", 2)[0]), nil
+}
+
+func waitFor(ctx context.Context, budget time.Duration, what string, done func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	for {
+		ok, err := done()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("gave up waiting for %s after %s", what, budget)
+		case <-time.After(time.Second):
+		}
+	}
+}
