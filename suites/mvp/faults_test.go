@@ -125,7 +125,7 @@ func attempt(start time.Time, fn func() error) outcome {
 func blackHole(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 	g := NewWithT(t)
 	old, peer := win.Old[0], win.New[0]
-	run := runID(t)
+	run := runID()
 	const clientTimeout, bound = 90 * time.Second, 65 * time.Second
 	cfg := rest.CopyConfig(old.cfg)
 	cfg.Timeout = clientTimeout
@@ -205,7 +205,7 @@ func slowLink(ctx context.Context, t *testing.T, _ *envconf.Config) context.Cont
 	// Between: +3 s each way. TLS (one round trip) takes 6 s, the create
 	// reaches the peer at ~9 s, its answer would be back at ~12 s; the
 	// client gives up at 10.5 s.
-	run := runID(t)
+	run := runID()
 	revert = slow(3 * time.Second)
 	start = time.Now()
 	write := attempt(start, func() error {

@@ -82,14 +82,14 @@ func markBefore(ctx context.Context, t *testing.T) {
 	versions, err := rollout.NodeVersions(ctx, s.Cluster)
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, v := range versions {
-		if v != fromVersion(ctx, t) {
+		if v != fromVersion(t) {
 			return
 		}
 	}
 	cs, err := s.Cluster.Client()
 	g.Expect(err).NotTo(HaveOccurred())
 	_, err = cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: beforeName}, Data: map[string]string{"made-at": fromVersion(ctx, t)}}, metav1.CreateOptions{})
+		ObjectMeta: metav1.ObjectMeta{Name: beforeName}, Data: map[string]string{"made-at": fromVersion(t)}}, metav1.CreateOptions{})
 	if !apierrors.IsAlreadyExists(err) {
 		g.Expect(err).NotTo(HaveOccurred())
 	}

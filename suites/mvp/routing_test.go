@@ -30,7 +30,7 @@ const admin = "kubernetes-admin"
 func routing(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 	g := NewWithT(t)
 	old, peer := win.Old[0], win.New[0]
-	run := runID(t)
+	run := runID()
 	cs, tr := old.traced()
 	api := cs.AdmissionregistrationV1().MutatingAdmissionPolicies()
 	peerAPI := peer.client().AdmissionregistrationV1().MutatingAdmissionPolicies()
@@ -91,7 +91,7 @@ func routing(ctx context.Context, t *testing.T, _ *envconf.Config) context.Conte
 func reroutedExactly(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 	g := NewWithT(t)
 	old := win.Old[0]
-	run := runID(t)
+	run := runID()
 	cs, tr := old.traced()
 	api := cs.AdmissionregistrationV1().MutatingAdmissionPolicies()
 	const missing, invalid = 5, 3

@@ -61,7 +61,7 @@ func (w *window) all() []server { return append(append([]server{}, w.Old...), w.
 func holdWindow(ctx context.Context, t *testing.T, newCount int) *window {
 	t.Helper()
 	g := NewWithT(t)
-	from := fromVersion(ctx, t)
+	from := fromVersion(t)
 	versions, err := rollout.NodeVersions(ctx, s.Cluster)
 	g.Expect(err).NotTo(HaveOccurred())
 	have := 0
@@ -150,7 +150,7 @@ func apiservers(ctx context.Context) ([]server, error) {
 
 // fromVersion is the version the cluster was created at: the profile's,
 // or -skewer.version.
-func fromVersion(ctx context.Context, t *testing.T) string {
+func fromVersion(t *testing.T) string {
 	if s.Spec == nil || s.Spec.Version == "" {
 		t.Fatalf("cluster %s has no spec skewer made: its older version is unknown", s.Cluster.Name)
 	}
@@ -309,6 +309,6 @@ func newPolicy(run string) *admissionv1.MutatingAdmissionPolicy {
 }
 
 // runID tells this run's objects from any other's.
-func runID(t *testing.T) string {
+func runID() string {
 	return fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff)
 }
