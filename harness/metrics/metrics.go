@@ -49,23 +49,28 @@ func (s Snapshot) Sum(name string, match map[string]string) float64 {
 	}
 	var sum float64
 	for _, m := range fam.GetMetric() {
-		if !matches(m, match) {
-			continue
-		}
-		switch {
-		case m.Counter != nil:
-			sum += m.Counter.GetValue()
-		case m.Gauge != nil:
-			sum += m.Gauge.GetValue()
-		case m.Untyped != nil:
-			sum += m.Untyped.GetValue()
-		case m.Histogram != nil:
-			sum += float64(m.Histogram.GetSampleCount())
-		case m.Summary != nil:
-			sum += float64(m.Summary.GetSampleCount())
+		if matches(m, match) {
+			sum += value(m)
 		}
 	}
 	return sum
+}
+
+// value is one series' value; a histogram or summary counts its observations.
+func value(m *dto.Metric) float64 {
+	switch {
+	case m.Counter != nil:
+		return m.Counter.GetValue()
+	case m.Gauge != nil:
+		return m.Gauge.GetValue()
+	case m.Untyped != nil:
+		return m.Untyped.GetValue()
+	case m.Histogram != nil:
+		return float64(m.Histogram.GetSampleCount())
+	case m.Summary != nil:
+		return float64(m.Summary.GetSampleCount())
+	}
+	return 0
 }
 
 // Series lists name's series as `{k="v",...} value` lines, sorted: evidence
@@ -81,8 +86,7 @@ func (s Snapshot) Series(name string) []string {
 		for _, l := range m.GetLabel() {
 			labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
 		}
-		one := Snapshot{name: &dto.MetricFamily{Name: fam.Name, Type: fam.Type, Metric: []*dto.Metric{m}}}
-		out = append(out, fmt.Sprintf("{%s} %g", strings.Join(labels, ","), one.Sum(name, nil)))
+		out = append(out, fmt.Sprintf("{%s} %g", strings.Join(labels, ","), value(m)))
 	}
 	sort.Strings(out)
 	return out
