@@ -246,6 +246,23 @@ func (c *Cluster) APIServerConfig(ctx context.Context, node Node) (*rest.Config,
 	return cfg, nil
 }
 
+// Readyz says why the apiserver cs talks to is not ready, or nil when it
+// answers /readyz with ok. An apiserver serves before it is ready - until
+// its authorizer has synced it answers 403 to everyone - so waits on an
+// apiserver go by this, not by an answer alone.
+func Readyz(ctx context.Context, cs kubernetes.Interface) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	raw, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("/readyz: %w", err)
+	}
+	if string(raw) != "ok" {
+		return fmt.Errorf("/readyz: %q", raw)
+	}
+	return nil
+}
+
 // APIServerClient is a clientset for node's own apiserver.
 func (c *Cluster) APIServerClient(ctx context.Context, node Node) (*kubernetes.Clientset, error) {
 	cfg, err := c.APIServerConfig(ctx, node)

@@ -222,10 +222,7 @@ func WaitReady(ctx context.Context, c *cluster.Cluster, node cluster.Node) error
 		return err
 	}
 	return waitFor(ctx, restartBudget, node.Name+"'s apiserver /readyz", func() (bool, error) {
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		raw, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
-		return err == nil && string(raw) == "ok", nil
+		return cluster.Readyz(ctx, cs) == nil, nil
 	})
 }
 

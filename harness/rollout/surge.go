@@ -206,12 +206,8 @@ func controlPlaneReady(ctx context.Context, c *cluster.Cluster, node cluster.Nod
 	if v.GitVersion != version {
 		return false, "its apiserver reports " + v.GitVersion
 	}
-	// Ready, not just answering: an apiserver serves before its
-	// authorizer has synced, and answers 403 to everyone until then.
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if raw, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx); err != nil || string(raw) != "ok" {
-		return false, fmt.Sprintf("its apiserver's /readyz: %q %v", raw, err)
+	if err := cluster.Readyz(ctx, cs); err != nil {
+		return false, "its apiserver: " + err.Error()
 	}
 	n, err := cs.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
 	if err != nil {

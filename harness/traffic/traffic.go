@@ -174,7 +174,7 @@ func atLeast(v, since string) bool {
 	return err1 == nil && err2 == nil && !a.LessThan(b)
 }
 
-// ready says whether the apiserver answers /readyz with 200.
+// ready says whether the apiserver answers /readyz with ok.
 func ready(ctx context.Context, cfg *rest.Config) bool {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Timeout = 3 * time.Second
@@ -182,9 +182,7 @@ func ready(ctx context.Context, cfg *rest.Config) bool {
 	if err != nil {
 		return false
 	}
-	var code int
-	cs.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).StatusCode(&code)
-	return code == http.StatusOK
+	return cluster.Readyz(ctx, cs) == nil
 }
 
 func serverVersion(cfg *rest.Config) string {
