@@ -15,6 +15,7 @@ import (
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/harness/version"
 	"github.com/skewer-k8s/skewer/internal/run"
 )
 
@@ -29,7 +30,12 @@ func BenchmarkHACluster(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	spec.Version = envOr("BENCH_VERSION", versions[0])
+	spec.Version = versions[0]
+	if v := os.Getenv("BENCH_VERSION"); v != "" {
+		if spec.Version, err = version.Parse(v); err != nil {
+			b.Fatalf("BENCH_VERSION: %v", err)
+		}
+	}
 	resolver := &nodeimage.Resolver{Source: nodeimage.SourceBuild, Out: discard{}}
 	image, err := resolver.Resolve(ctx, spec.Version)
 	if err != nil {

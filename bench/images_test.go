@@ -24,11 +24,8 @@ func BenchmarkNodeImage(b *testing.B) {
 	// first built (Go packages, root filesystems, base image), as in use.
 	coldGoCache := b.TempDir()
 	coldBuilder := &nodeimage.Builder{CacheDir: b.TempDir(), Force: true, Out: os.Stdout}
-	for _, v := range versions {
-		ver, err := nodeimage.ParseVersion(v)
-		if err != nil {
-			b.Fatal(err)
-		}
+	for _, ver := range versions {
+		v := ver.String()
 		if cold {
 			b.Run("cold/"+v, func(b *testing.B) {
 				b.Setenv("GOCACHE", coldGoCache)

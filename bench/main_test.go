@@ -13,10 +13,20 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/skewer-k8s/skewer/harness/version"
 	"github.com/skewer-k8s/skewer/internal/docker"
 )
 
-var versions = strings.Fields(envOr("VERSIONS", "v1.35.4 v1.36.3"))
+// versions are the versions to measure, from $VERSIONS (as make passes them).
+var versions = mustVersions(strings.Fields(envOr("VERSIONS", "v1.35.4 v1.36.3")))
+
+func mustVersions(in []string) []version.Version {
+	vs, err := version.ParseList(in)
+	if err != nil {
+		panic(fmt.Sprintf("VERSIONS: %v", err))
+	}
+	return vs
+}
 
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {

@@ -98,12 +98,12 @@ func BenchmarkSurgeRollout(b *testing.B) {
 		}
 		old := cps[len(cps)-1]
 		start := time.Now()
-		n, err := c.StartControlPlaneNode(ctx, to)
+		n, err := rollout.StartControlPlane(ctx, c, to)
 		if err != nil {
 			b.Fatal(err)
 		}
 		joinStart := time.Now()
-		if err := c.JoinControlPlane(ctx, cps[0], n); err != nil {
+		if err := rollout.JoinControlPlane(ctx, c, cps[0], n); err != nil {
 			b.Fatal(err)
 		}
 		bareJoin = time.Since(joinStart)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -15,10 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	kind "sigs.k8s.io/kind/pkg/cluster"
-	"sigs.k8s.io/kind/pkg/cluster/nodes"
-	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
 
-	"github.com/skewer-k8s/skewer/internal/docker"
 	"github.com/skewer-k8s/skewer/internal/run"
 )
 
@@ -113,93 +109,6 @@ func (c *Cluster) Delete(ctx context.Context, keepFiles bool) error {
 		return os.RemoveAll(c.Dir)
 	}
 	return nil
-}
-
-// Node is one node of the cluster.
-type Node struct {
-	nodes.Node
-	Name string
-	Role string
-}
-
-// Run runs argv on the node and returns its trimmed output.
-func (n Node) Run(ctx context.Context, argv ...string) (string, error) {
-	return docker.Exec(ctx, n.Name, argv...)
-}
-
-// Nodes lists the cluster's nodes (not its load balancer), sorted by name.
-func (c *Cluster) Nodes(ctx context.Context) ([]Node, error) {
-	all, err := c.provider.ListNodes(c.Name)
-	if err != nil {
-		return nil, fmt.Errorf("failed to list nodes of %q: %w", c.Name, err)
-	}
-	var out []Node
-	for _, n := range all {
-		role, err := n.Role()
-		if err != nil {
-			return nil, err
-		}
-		if role == "external-load-balancer" {
-			continue
-		}
-		out = append(out, Node{Node: n, Name: n.String(), Role: role})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
-}
-
-func (c *Cluster) byRole(ctx context.Context, role string) ([]Node, error) {
-	all, err := c.Nodes(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []Node
-	for _, n := range all {
-		if n.Role == role {
-			out = append(out, n)
-		}
-	}
-	return out, nil
-}
-
-// ControlPlanes lists the control-plane nodes.
-func (c *Cluster) ControlPlanes(ctx context.Context) ([]Node, error) {
-	return c.byRole(ctx, "control-plane")
-}
-
-// Workers lists the worker nodes.
-func (c *Cluster) Workers(ctx context.Context) ([]Node, error) { return c.byRole(ctx, "worker") }
-
-// BootstrapControlPlane is the node kubeadm init ran on.
-func (c *Cluster) BootstrapControlPlane(ctx context.Context) (Node, error) {
-	all, err := c.provider.ListNodes(c.Name)
-	if err != nil {
-		return Node{}, err
-	}
-	n, err := nodeutils.BootstrapControlPlaneNode(all)
-	if err != nil {
-		return Node{}, err
-	}
-	return Node{Node: n, Name: n.String(), Role: "control-plane"}, nil
-}
-
-// SecondaryControlPlanes are the control planes other than the bootstrap one.
-func (c *Cluster) SecondaryControlPlanes(ctx context.Context) ([]Node, error) {
-	boot, err := c.BootstrapControlPlane(ctx)
-	if err != nil {
-		return nil, err
-	}
-	cps, err := c.ControlPlanes(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []Node
-	for _, n := range cps {
-		if n.Name != boot.Name {
-			out = append(out, n)
-		}
-	}
-	return out, nil
 }
 
 // RESTConfig is the config for the load-balanced endpoint.

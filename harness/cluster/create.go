@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,13 +11,13 @@ import (
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	kind "sigs.k8s.io/kind/pkg/cluster"
 
-	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/harness/version"
 	"github.com/skewer-k8s/skewer/internal/docker"
 	"sigs.k8s.io/yaml"
 )
 
 // ImageResolver makes sure a node image of a version exists and names it.
-type ImageResolver func(ctx context.Context, version string) (string, error)
+type ImageResolver func(ctx context.Context, v version.Version) (string, error)
 
 // Create validates the spec, makes sure every node image exists (through
 // resolve), adapts to the host and creates the cluster through kind's Go
@@ -75,16 +76,22 @@ func Create(ctx context.Context, s *Spec, resolve ImageResolver, o Options) (*Cl
 		// kind takes no context: deleting the containers under it makes it
 		// fail fast; then clean up whatever it made in between.
 		p.Infof("interrupted: deleting cluster %q", s.Name)
-		_ = c.provider.Delete(s.Name, c.Kubeconfig())
+		first := c.provider.Delete(s.Name, c.Kubeconfig())
 		<-done
-		_ = c.Delete(context.Background(), false)
+		// The second delete catches what kind made after the first.
+		if err := c.Delete(context.WithoutCancel(ctx), false); err != nil {
+			return nil, errors.Join(ctx.Err(), fmt.Errorf("failed to clean up the interrupted create (delete it with: skewer down --name %s): %w", s.Name, errors.Join(first, err)))
+		}
 		return nil, ctx.Err()
 	}
 	if err != nil {
+		err = fmt.Errorf("failed to create cluster %q: %w", s.Name, err)
 		if !o.Retain {
-			_ = c.Delete(context.Background(), true)
+			if derr := c.Delete(context.WithoutCancel(ctx), true); derr != nil {
+				err = errors.Join(err, fmt.Errorf("failed to clean up after it: %w", derr))
+			}
 		}
-		return nil, fmt.Errorf("failed to create cluster %q: %w", s.Name, err)
+		return nil, err
 	}
 	p.Infof("cluster %q ready", s.Name)
 	return c, nil
@@ -115,7 +122,7 @@ func writeState(s *Spec, l layout) error {
 	if err := os.WriteFile(l.spec(), raw, 0o644); err != nil {
 		return err
 	}
-	policy := []byte(DefaultAuditPolicy)
+	policy := []byte(defaultAuditPolicy)
 	if s.AuditPolicy != "" {
 		var err error
 		if policy, err = os.ReadFile(s.AuditPolicy); err != nil {
@@ -136,15 +143,14 @@ func writeState(s *Spec, l layout) error {
 			extra = s.ControlPlaneAPIServerArgs[i]
 		}
 		v := s.ControlPlaneVersion(i)
-		if len(extra) == 0 && v == bootstrap {
+		if len(extra) == 0 && v.Equal(bootstrap) {
 			continue
 		}
-		pv, _ := nodeimage.ParseVersion(v)
 		dir := l.patches(name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
-		for file, body := range staticPodPatches("v"+pv.String(), extra) {
+		for file, body := range staticPodPatches(v, extra) {
 			if err := os.WriteFile(filepath.Join(dir, file), []byte(body), 0o644); err != nil {
 				return err
 			}
@@ -153,9 +159,9 @@ func writeState(s *Spec, l layout) error {
 	return nil
 }
 
-// DefaultAuditPolicy logs every request at Metadata level, so audit
+// defaultAuditPolicy logs every request at Metadata level, so audit
 // completeness can be counted for any resource.
-const DefaultAuditPolicy = `apiVersion: audit.k8s.io/v1
+const defaultAuditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/harness/version"
 )
 
 // Paths inside control-plane nodes.
@@ -75,7 +76,7 @@ func kindConfig(s *Spec, h Host, l layout) (*v1alpha4.Cluster, error) {
 	if s.ProxyEnabled() {
 		args["peer-ca-file"] = "/etc/kubernetes/pki/ca.crt"
 		for _, v := range s.Versions() {
-			if pv, _ := nodeimage.ParseVersion(v); pv != nil && pv.Minor() < 36 {
+			if v.Minor() < 36 {
 				// Beta and on by default from 1.36; alpha before.
 				cfg.FeatureGates["UnknownVersionInteroperabilityProxy"] = true
 			}
@@ -93,16 +94,10 @@ func kindConfig(s *Spec, h Host, l layout) (*v1alpha4.Cluster, error) {
 		cfg.ContainerdConfigPatches = append(cfg.ContainerdConfigPatches,
 			"[plugins.\"io.containerd.grpc.v1.cri\"]\n  restrict_oom_score_adj = true\n")
 	}
-	bootstrap, err := nodeimage.ParseVersion(s.ControlPlaneVersion(0))
-	if err != nil {
-		return nil, err
-	}
+	bootstrap := s.ControlPlaneVersion(0)
 	for i := 0; i < s.ControlPlanes; i++ {
 		name := kindNodeName(s.Name, v1alpha4.ControlPlaneRole, i)
-		v, err := nodeimage.ParseVersion(s.ControlPlaneVersion(i))
-		if err != nil {
-			return nil, err
-		}
+		v := s.ControlPlaneVersion(i)
 		n := v1alpha4.Node{
 			Role:  v1alpha4.ControlPlaneRole,
 			Image: nodeimage.Ref(v),
@@ -117,25 +112,21 @@ func kindConfig(s *Spec, h Host, l layout) (*v1alpha4.Cluster, error) {
 		}
 		// A node at a version other than the cluster's is joined by kubeadm
 		// with the cluster's component versions; patch its static Pods to its own.
-		if len(extra) > 0 || !v.EqualTo(bootstrap) {
+		if len(extra) > 0 || !v.Equal(bootstrap) {
 			n.ExtraMounts = append(n.ExtraMounts, v1alpha4.Mount{HostPath: l.patches(name), ContainerPath: patchesDir, Readonly: true})
-			n.KubeadmConfigPatches = append(n.KubeadmConfigPatches, patchesDirectoryPatches(v.Minor())...)
+			n.KubeadmConfigPatches = append(n.KubeadmConfigPatches, patchesDirectoryPatches(v)...)
 		}
 		cfg.Nodes = append(cfg.Nodes, n)
 	}
 	for i := 0; i < s.Workers; i++ {
-		v, err := nodeimage.ParseVersion(s.WorkerVersion(i))
-		if err != nil {
-			return nil, err
-		}
-		cfg.Nodes = append(cfg.Nodes, v1alpha4.Node{Role: v1alpha4.WorkerRole, Image: nodeimage.Ref(v)})
+		cfg.Nodes = append(cfg.Nodes, v1alpha4.Node{Role: v1alpha4.WorkerRole, Image: nodeimage.Ref(s.WorkerVersion(i))})
 	}
 	return cfg, nil
 }
 
-// kubeadmAPIVersion is the kubeadm config API kind generates for a minor.
-func kubeadmAPIVersion(minor uint) string {
-	if minor >= 36 {
+// KubeadmAPIVersion is the kubeadm config API kind generates for a node at v.
+func KubeadmAPIVersion(v version.Version) string {
+	if v.Minor() >= 36 || v.Major() > 1 {
 		return "v1beta4"
 	}
 	return "v1beta3"
@@ -174,21 +165,21 @@ func escapePointer(s string) string {
 }
 
 // patchesDirectoryPatches point kubeadm init and join at the node's patches.
-func patchesDirectoryPatches(minor uint) []string {
+func patchesDirectoryPatches(v version.Version) []string {
 	var out []string
 	for _, kind := range []string{"InitConfiguration", "JoinConfiguration"} {
 		out = append(out, fmt.Sprintf("apiVersion: kubeadm.k8s.io/%s\nkind: %s\npatches:\n  directory: %s\n",
-			kubeadmAPIVersion(minor), kind, patchesDir))
+			KubeadmAPIVersion(v), kind, patchesDir))
 	}
 	return out
 }
 
 // staticPodPatches are kubeadm patch files for a control plane at version v
 // with extra apiserver flags: file name -> JSON patch.
-func staticPodPatches(v string, extra map[string]string) map[string]string {
+func staticPodPatches(v version.Version, extra map[string]string) map[string]string {
 	files := map[string]string{}
 	for _, c := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
-		ops := []map[string]any{{"op": "replace", "path": "/spec/containers/0/image", "value": "registry.k8s.io/" + c + ":" + v}}
+		ops := []map[string]any{{"op": "replace", "path": "/spec/containers/0/image", "value": "registry.k8s.io/" + c + ":" + v.String()}}
 		if c == "kube-apiserver" {
 			keys := make([]string, 0, len(extra))
 			for k := range extra {

@@ -9,12 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/util/version"
 	"sigs.k8s.io/yaml"
 
-	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/harness/version"
 	"github.com/skewer-k8s/skewer/internal/source"
 )
 
@@ -27,12 +27,12 @@ type Spec struct {
 	Workers       int `json:"workers"`
 	// Version is the Kubernetes version of every node unless the per-node
 	// lists say otherwise.
-	Version string `json:"version"`
+	Version version.Version `json:"version"`
 	// ControlPlaneVersions and WorkerVersions give node i its own version;
 	// an empty entry means Version. The first control plane bootstraps the
 	// cluster and sets its ClusterConfiguration version.
-	ControlPlaneVersions []string `json:"controlPlaneVersions,omitempty"`
-	WorkerVersions       []string `json:"workerVersions,omitempty"`
+	ControlPlaneVersions []version.Version `json:"controlPlaneVersions,omitempty"`
+	WorkerVersions       []version.Version `json:"workerVersions,omitempty"`
 	// FeatureGates for every component, RuntimeConfig and APIServerArgs for
 	// every apiserver.
 	FeatureGates  map[string]bool   `json:"featureGates,omitempty"`
@@ -73,28 +73,28 @@ func LoadProfile(path string) (*Spec, error) {
 func (s *Spec) ProxyEnabled() bool { return s.MixedVersionProxy == nil || *s.MixedVersionProxy }
 
 // nodeVersion returns the version of node i of a role, from its list or Version.
-func nodeVersion(list []string, i int, def string) string {
-	if i < len(list) && list[i] != "" {
+func nodeVersion(list []version.Version, i int, def version.Version) version.Version {
+	if i < len(list) && !list[i].IsZero() {
 		return list[i]
 	}
 	return def
 }
 
 // ControlPlaneVersion is the version of control plane i.
-func (s *Spec) ControlPlaneVersion(i int) string {
+func (s *Spec) ControlPlaneVersion(i int) version.Version {
 	return nodeVersion(s.ControlPlaneVersions, i, s.Version)
 }
 
 // WorkerVersion is the version of worker i.
-func (s *Spec) WorkerVersion(i int) string { return nodeVersion(s.WorkerVersions, i, s.Version) }
+func (s *Spec) WorkerVersion(i int) version.Version {
+	return nodeVersion(s.WorkerVersions, i, s.Version)
+}
 
-// Versions lists every distinct node version.
-func (s *Spec) Versions() []string {
-	seen := map[string]bool{}
-	var out []string
-	add := func(v string) {
-		if !seen[v] {
-			seen[v] = true
+// Versions lists every distinct node version, control planes first.
+func (s *Spec) Versions() []version.Version {
+	var out []version.Version
+	add := func(v version.Version) {
+		if !slices.Contains(out, v) {
 			out = append(out, v)
 		}
 	}
@@ -131,36 +131,35 @@ func (s *Spec) Validate() error {
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))
 	}
-	var cps []*version.Version
+	var cps []version.Version
 	for i := 0; i < s.ControlPlanes; i++ {
-		v, err := nodeimage.ParseVersion(s.ControlPlaneVersion(i))
-		if err != nil {
-			return fmt.Errorf("control plane %d: %w", i, err)
+		v := s.ControlPlaneVersion(i)
+		if v.IsZero() {
+			return fmt.Errorf("control plane %d has no version (set version, or controlPlaneVersions[%d])", i, i)
 		}
 		cps = append(cps, v)
 	}
 	oldest, newest := cps[0], cps[0]
 	for _, v := range cps {
-		if v.LessThan(oldest) {
+		if v.Less(oldest) {
 			oldest = v
 		}
-		if newest.LessThan(v) {
+		if newest.Less(v) {
 			newest = v
 		}
 	}
-	if newest.Major() != oldest.Major() || newest.Minor() > oldest.Minor()+1 {
-		return fmt.Errorf("version skew not allowed: control planes at v%s and v%s are more than one minor apart", oldest, newest)
+	if newest.MinorsApart(oldest) > 1 {
+		return fmt.Errorf("version skew not allowed: control planes at %s and %s are more than one minor apart", oldest, newest)
 	}
 	for i := 0; i < s.Workers; i++ {
-		v, err := nodeimage.ParseVersion(s.WorkerVersion(i))
-		if err != nil {
-			return fmt.Errorf("worker %d: %w", i, err)
-		}
-		if oldest.LessThan(v) {
-			return fmt.Errorf("version skew not allowed: worker %d's kubelet v%s is newer than apiserver v%s", i, v, oldest)
-		}
-		if v.Minor()+3 < newest.Minor() {
-			return fmt.Errorf("version skew not allowed: worker %d's kubelet v%s is more than three minors older than apiserver v%s", i, v, newest)
+		v := s.WorkerVersion(i)
+		switch {
+		case v.IsZero():
+			return fmt.Errorf("worker %d has no version (set version, or workerVersions[%d])", i, i)
+		case oldest.Less(v):
+			return fmt.Errorf("version skew not allowed: worker %d's kubelet %s is newer than apiserver %s", i, v, oldest)
+		case v.Major() != newest.Major() || v.Minor()+3 < newest.Minor():
+			return fmt.Errorf("version skew not allowed: worker %d's kubelet %s is more than three minors older than apiserver %s", i, v, newest)
 		}
 	}
 	return nil
@@ -182,5 +181,3 @@ func FindProfile(profile string) (string, error) {
 	}
 	return p, nil
 }
-
-func mkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }

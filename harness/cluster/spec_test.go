@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"encoding/json"
+	"github.com/skewer-k8s/skewer/harness/version"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,7 +12,7 @@ import (
 )
 
 func haSpec() *Spec {
-	return &Spec{Name: "t", ControlPlanes: 3, Workers: 1, Version: "v1.35.4"}
+	return &Spec{Name: "t", ControlPlanes: 3, Workers: 1, Version: version.MustParse("v1.35.4")}
 }
 
 func TestValidateEnforcesTheSkewPolicy(t *testing.T) {
@@ -21,13 +22,13 @@ func TestValidateEnforcesTheSkewPolicy(t *testing.T) {
 		want   string // "" means valid
 	}{
 		{"uniform", func(*Spec) {}, ""},
-		{"one minor apart", func(s *Spec) { s.ControlPlaneVersions = []string{"v1.35.4", "v1.35.4", "v1.36.3"} }, ""},
-		{"two minors apart", func(s *Spec) { s.ControlPlaneVersions = []string{"v1.35.4", "v1.37.2"} }, "more than one minor apart"},
-		{"worker newer than an apiserver", func(s *Spec) { s.WorkerVersions = []string{"v1.36.3"} }, "newer than apiserver v1.35.4"},
-		{"unknown version", func(s *Spec) { s.Version = "1.36" }, "invalid Kubernetes version"},
+		{"one minor apart", func(s *Spec) { s.ControlPlaneVersions = vs("v1.35.4", "v1.35.4", "v1.36.3") }, ""},
+		{"two minors apart", func(s *Spec) { s.ControlPlaneVersions = vs("v1.35.4", "v1.37.2") }, "more than one minor apart"},
+		{"worker newer than an apiserver", func(s *Spec) { s.WorkerVersions = vs("v1.36.3") }, "newer than apiserver v1.35.4"},
+		{"no version", func(s *Spec) { s.Version = version.Version{} }, "control plane 0 has no version"},
 		{"bad name", func(s *Spec) { s.Name = "Bad_Name" }, "invalid cluster name"},
 		{"no control plane", func(s *Spec) { s.ControlPlanes = 0 }, "at least one control plane"},
-		{"too many versions", func(s *Spec) { s.WorkerVersions = []string{"v1.35.4", "v1.35.4"} }, "more per-node versions than nodes"},
+		{"too many versions", func(s *Spec) { s.WorkerVersions = vs("v1.35.4", "v1.35.4") }, "more per-node versions than nodes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := haSpec()
@@ -70,7 +71,7 @@ func TestShippedProfilesAreValid(t *testing.T) {
 
 func TestKindConfigTurnsTheProxyAndAuditOnForEveryAPIServer(t *testing.T) {
 	s := haSpec()
-	s.ControlPlaneVersions = []string{"v1.35.4", "v1.35.4", "v1.36.3"}
+	s.ControlPlaneVersions = vs("v1.35.4", "v1.35.4", "v1.36.3")
 	cfg, err := kindConfig(s, Host{CgroupV1: true, RestrictOOMScoreAdj: true}, layout{"/state"})
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +129,7 @@ func TestKindConfigWithoutProxyLeavesPeerFlagsOut(t *testing.T) {
 }
 
 func TestStaticPodPatchesPinImagesAndAddFlags(t *testing.T) {
-	files := staticPodPatches("v1.36.3", map[string]string{"runtime-config": "batch/v1=false"})
+	files := staticPodPatches(version.MustParse("v1.36.3"), map[string]string{"runtime-config": "batch/v1=false"})
 	if len(files) != 3 {
 		t.Fatalf("want patches for apiserver, controller-manager and scheduler, got %v", files)
 	}
@@ -158,35 +159,21 @@ func TestNextControlPlaneNameNeverReusesOne(t *testing.T) {
 	}
 }
 
-func TestSetBackendsKeepsHealthChecks(t *testing.T) {
-	cds := `resources:
-- "@type": type.googleapis.com/envoy.config.cluster.v3.Cluster
-  name: kube_apiservers
-  connect_timeout: 0.25s
-  health_checks:
-  - interval: 2s
-    http_health_check:
-      path: /healthz
-  load_assignment:
-    cluster_name: kube_apiservers
-    endpoints:
-    - lb_endpoints:
-      - endpoint:
-          address:
-            socket_address:
-              address: c-control-plane
-              port_value: 6443
-`
-	out, err := setBackends(cds, []Node{{Name: "c-control-plane4"}, {Name: "c-control-plane2"}})
-	if err != nil {
+func TestProfileWithAMalformedVersionIsRefused(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "p.yaml")
+	if err := os.WriteFile(p, []byte("name: x\ncontrolPlanes: 1\nversion: \"1.36\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"c-control-plane2", "c-control-plane4", "path: /healthz", "interval: 2s"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("rewritten CDS lacks %q:\n%s", want, out)
-		}
+	_, err := LoadProfile(p)
+	if err == nil || !strings.Contains(err.Error(), "invalid Kubernetes version") {
+		t.Fatalf("LoadProfile: %v, want an invalid Kubernetes version", err)
 	}
-	if strings.Contains(out, "address: c-control-plane\n") {
-		t.Errorf("removed backend still there:\n%s", out)
+}
+
+func vs(in ...string) []version.Version {
+	out := make([]version.Version, len(in))
+	for i, s := range in {
+		out[i] = version.MustParse(s)
 	}
+	return out
 }

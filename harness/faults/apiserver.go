@@ -13,13 +13,12 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
-	"github.com/skewer-k8s/skewer/internal/docker"
+	"github.com/skewer-k8s/skewer/harness/wait"
 )
 
 const (
-	manifest      = "/etc/kubernetes/manifests/kube-apiserver.yaml"
-	stoppedPlace  = "/etc/kubernetes/kube-apiserver.yaml.stopped"
-	restartBudget = 3 * time.Minute
+	manifest     = "/etc/kubernetes/manifests/kube-apiserver.yaml"
+	stoppedPlace = "/etc/kubernetes/kube-apiserver.yaml.stopped"
 )
 
 // StopAPIServer stops Node's apiserver the way an operator stops a static
@@ -39,9 +38,12 @@ func (s *StopAPIServer) Inject(ctx context.Context, c *cluster.Cluster) error {
 		return fmt.Errorf("%s: %w", s.Name(), err)
 	}
 	s.stopped = true
-	return waitFor(ctx, restartBudget, s.Node.Name+"'s apiserver container gone", func() (bool, error) {
+	return wait.For(ctx, "faults/apiserver-restart", s.Node.Name+"'s apiserver container gone", func(ctx context.Context) (bool, string, error) {
 		id, err := apiserverContainer(ctx, s.Node)
-		return id == "", err
+		if err != nil {
+			return false, "", err
+		}
+		return id == "", "container " + id + " still running", nil
 	})
 }
 
@@ -53,7 +55,7 @@ func (s *StopAPIServer) Revert(ctx context.Context, c *cluster.Cluster) error {
 		return fmt.Errorf("revert %s: %w", s.Name(), err)
 	}
 	s.stopped = false
-	return WaitReady(ctx, c, s.Node)
+	return waitReady(ctx, c, s.Node)
 }
 
 // APIServerFlags restarts Node's apiserver with flags changed: Set adds or
@@ -82,7 +84,7 @@ func (f *APIServerFlags) Inject(ctx context.Context, c *cluster.Cluster) error {
 	if err != nil {
 		return err
 	}
-	changed, err := EditFlags(raw, f.Set, f.Remove)
+	changed, err := editFlags(raw, f.Set, f.Remove)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.Name(), err)
 	}
@@ -105,8 +107,8 @@ func (f *APIServerFlags) Revert(ctx context.Context, c *cluster.Cluster) error {
 	return nil
 }
 
-// EditFlags changes the kube-apiserver command of a static Pod manifest.
-func EditFlags(manifestYAML string, set map[string]string, remove []string) (string, error) {
+// editFlags changes the kube-apiserver command of a static Pod manifest.
+func editFlags(manifestYAML string, set map[string]string, remove []string) (string, error) {
 	var pod corev1.Pod
 	if err := yaml.Unmarshal([]byte(manifestYAML), &pod); err != nil {
 		return "", fmt.Errorf("not a static Pod manifest: %w", err)
@@ -162,26 +164,33 @@ func restartWith(ctx context.Context, c *cluster.Cluster, node cluster.Node, con
 	// be the newest listed (a static Pod whose manifest changes back gets
 	// its old sandbox, and its old exited container, again).
 	since := time.Now().UnixNano()
-	// Written beside the manifest directory and renamed into it: the
-	// kubelet never reads half a file, nor a stray one.
-	tmp := "/etc/kubernetes/kube-apiserver.yaml.next"
-	if err := docker.ExecInput(ctx, node.Name, strings.NewReader(content), "sh", "-c", "cat > "+tmp+" && mv "+tmp+" "+manifest); err != nil {
+	// Written atomically: the kubelet never reads half a manifest.
+	if err := node.WriteFile(ctx, manifest, []byte(content), 0o600); err != nil {
 		return err
 	}
-	if err := waitFor(ctx, restartBudget, node.Name+"'s apiserver restarted", func() (bool, error) {
+	if err := wait.For(ctx, "faults/apiserver-restart", node.Name+"'s apiserver restarted", restarted(node, since)); err != nil {
+		return err
+	}
+	return waitReady(ctx, c, node)
+}
+
+// restarted is done once a kube-apiserver container created after since
+// runs on node; one that exited at start ends the wait with its last logs,
+// since the kubelet would only restart it into the same failure.
+func restarted(node cluster.Node, since int64) wait.Condition {
+	return func(ctx context.Context) (bool, string, error) {
 		id, state, err := latestAPIServer(ctx, node, since)
-		if err != nil || id == "" {
-			return false, err
-		}
-		if state == "CONTAINER_EXITED" {
+		switch {
+		case err != nil:
+			return false, "", err
+		case id == "":
+			return false, "no kube-apiserver container created since the manifest changed", nil
+		case state == "CONTAINER_EXITED":
 			logs, _ := node.Run(ctx, "crictl", "logs", "--tail", "3", id)
-			return false, fmt.Errorf("the apiserver of %s exited at start: %s", node.Name, strings.TrimSpace(logs))
+			return false, "", fmt.Errorf("the apiserver of %s exited at start: %s", node.Name, strings.TrimSpace(logs))
 		}
-		return state == "CONTAINER_RUNNING", nil
-	}); err != nil {
-		return err
+		return state == "CONTAINER_RUNNING", "container " + id + " " + state, nil
 	}
-	return WaitReady(ctx, c, node)
 }
 
 // latestAPIServer is the newest kube-apiserver container on node created
@@ -215,14 +224,17 @@ func latestAPIServer(ctx context.Context, node cluster.Node, since int64) (id, s
 	return id, state, nil
 }
 
-// WaitReady waits until node's own apiserver answers /readyz with ok.
-func WaitReady(ctx context.Context, c *cluster.Cluster, node cluster.Node) error {
+// waitReady waits until node's own apiserver answers /readyz with ok.
+func waitReady(ctx context.Context, c *cluster.Cluster, node cluster.Node) error {
 	cs, err := c.APIServerClient(ctx, node)
 	if err != nil {
 		return err
 	}
-	return waitFor(ctx, restartBudget, node.Name+"'s apiserver /readyz", func() (bool, error) {
-		return cluster.Readyz(ctx, cs) == nil, nil
+	return wait.For(ctx, "faults/apiserver-restart", node.Name+"'s apiserver /readyz", func(ctx context.Context) (bool, string, error) {
+		if err := cluster.Readyz(ctx, cs); err != nil {
+			return false, err.Error(), nil
+		}
+		return true, "", nil
 	})
 }
 
@@ -234,23 +246,4 @@ func apiserverContainer(ctx context.Context, node cluster.Node) (string, error) 
 		return "", fmt.Errorf("crictl on %s: %w", node.Name, err)
 	}
 	return strings.TrimSpace(strings.SplitN(out, "\n", 2)[0]), nil
-}
-
-func waitFor(ctx context.Context, budget time.Duration, what string, done func() (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, budget)
-	defer cancel()
-	for {
-		ok, err := done()
-		if err != nil {
-			return err
-		}
-		if ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("gave up waiting for %s after %s", what, budget)
-		case <-time.After(time.Second):
-		}
-	}
 }

@@ -24,7 +24,7 @@ spec:
 `
 
 func TestEditFlags(t *testing.T) {
-	out, err := EditFlags(kubeadmManifest,
+	out, err := editFlags(kubeadmManifest,
 		map[string]string{"feature-gates": "UnknownVersionInteroperabilityProxy=false", "runtime-config": "node.k8s.io/v1=false"},
 		[]string{"peer-ca-file"})
 	if err != nil {
@@ -55,13 +55,13 @@ func TestEditFlags(t *testing.T) {
 }
 
 func TestEditFlagsRefusesBadInput(t *testing.T) {
-	if _, err := EditFlags("kind: Pod\nspec:\n  containers:\n  - name: etcd\n", nil, nil); err == nil || !strings.Contains(err.Error(), "no kube-apiserver container") {
+	if _, err := editFlags("kind: Pod\nspec:\n  containers:\n  - name: etcd\n", nil, nil); err == nil || !strings.Contains(err.Error(), "no kube-apiserver container") {
 		t.Errorf("want an error for a manifest without kube-apiserver, got %v", err)
 	}
-	if _, err := EditFlags(kubeadmManifest, map[string]string{"peer-ca-file": "x"}, []string{"peer-ca-file"}); err == nil {
+	if _, err := editFlags(kubeadmManifest, map[string]string{"peer-ca-file": "x"}, []string{"peer-ca-file"}); err == nil {
 		t.Error("want an error for a flag both set and removed")
 	}
-	if _, err := EditFlags("{not yaml", nil, nil); err == nil {
+	if _, err := editFlags("{not yaml", nil, nil); err == nil {
 		t.Error("want an error for text that is not a manifest")
 	}
 }

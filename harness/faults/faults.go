@@ -39,7 +39,7 @@ func (b *BlackHole) Name() string {
 }
 
 func (b *BlackHole) Inject(ctx context.Context, _ *cluster.Cluster) error {
-	ip, err := NodeIP(ctx, b.To)
+	ip, err := b.To.IP()
 	if err != nil {
 		return err
 	}
@@ -60,13 +60,4 @@ func (b *BlackHole) Revert(ctx context.Context, _ *cluster.Cluster) error {
 	}
 	b.rule = nil
 	return nil
-}
-
-// NodeIP is node's IPv4 address on the kind network.
-func NodeIP(ctx context.Context, node cluster.Node) (string, error) {
-	ip, _, err := node.IP()
-	if err != nil || ip == "" {
-		return "", fmt.Errorf("no IPv4 address for %s: %v", node.Name, err)
-	}
-	return ip, nil
 }

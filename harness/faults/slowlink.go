@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/wait"
 	"github.com/skewer-k8s/skewer/internal/docker"
 	"github.com/skewer-k8s/skewer/internal/run"
 	"github.com/skewer-k8s/skewer/internal/source"
@@ -48,7 +49,7 @@ func (l *SlowLink) Name() string {
 }
 
 func (l *SlowLink) Inject(ctx context.Context, _ *cluster.Cluster) error {
-	ip, err := NodeIP(ctx, l.To)
+	ip, err := l.To.IP()
 	if err != nil {
 		return err
 	}
@@ -66,10 +67,7 @@ func (l *SlowLink) Inject(ctx context.Context, _ *cluster.Cluster) error {
 		relayPath, "-listen", l.listen, "-to", target, "-delay", l.Delay.String()).Run(ctx); err != nil {
 		return fmt.Errorf("%s: start the relay: %w", l.Name(), err)
 	}
-	if err := waitFor(ctx, 30*time.Second, "the relay listening in "+l.From.Name, func() (bool, error) {
-		out, _ := l.From.Run(ctx, "ss", "-Hltn", "sport = :"+port)
-		return strings.Contains(out, port), nil
-	}); err != nil {
+	if err := wait.For(ctx, "faults/relay-listening", "the relay listening in "+l.From.Name, listening(l.From, port)); err != nil {
 		return err
 	}
 	rule := []string{"OUTPUT", "-d", ip, "-p", "tcp", "--dport", fmt.Sprint(cluster.APIServerPort),
@@ -93,6 +91,21 @@ func (l *SlowLink) Revert(ctx context.Context, _ *cluster.Cluster) error {
 	l.rule = nil
 	l.stopRelay(ctx)
 	return nil
+}
+
+// listening is done once something listens on port in node. A failing ss
+// is only what was seen: the node may be busy, not broken.
+func listening(node cluster.Node, port string) wait.Condition {
+	return func(ctx context.Context) (bool, string, error) {
+		out, err := node.Run(ctx, "ss", "-Hltn", "sport = :"+port)
+		switch {
+		case strings.Contains(out, port):
+			return true, "", nil
+		case err != nil:
+			return false, "ss: " + err.Error(), nil
+		}
+		return false, "nothing listening on port " + port, nil
+	}
 }
 
 // stopRelay stops this link's relay, which cuts the connections through it.

@@ -44,8 +44,10 @@ func (p *plan) nodeImage(ctx context.Context) (bool, error) {
 		"/kind/version":                    p.gitVersion(),
 		"/kind/manifests/default-cni.yaml": manifest,
 	} {
-		if err := docker.ExecInput(ctx, name, strings.NewReader(body), "bash", "-c",
-			fmt.Sprintf("mkdir -p %s && cat > %s", filepath.Dir(path), path)); err != nil {
+		if _, err := docker.Exec(ctx, name, "mkdir", "-p", filepath.Dir(path)); err != nil {
+			return false, err
+		}
+		if _, err := docker.ExecInput(ctx, name, strings.NewReader(body), "cp", "/dev/stdin", path); err != nil {
 			return false, err
 		}
 	}
@@ -74,7 +76,7 @@ func (p *plan) preloadImages(ctx context.Context, container string) error {
 		if err != nil {
 			return err
 		}
-		err = docker.ExecInput(ctx, container, f, "ctr", "--namespace=k8s.io", "images", "import",
+		_, err = docker.ExecInput(ctx, container, f, "ctr", "--namespace=k8s.io", "images", "import",
 			"--label=io.cri-containerd.pinned=pinned", "--all-platforms", "--no-unpack", "--digests", "-")
 		f.Close()
 		if err != nil {
@@ -98,6 +100,8 @@ func (p *plan) preloadImages(ctx context.Context, container string) error {
 			break
 		}
 	}
+	// The two scripts here need a shell: containerd started in the
+	// background, and waits that run inside the build container.
 	// sleep is PID 1 here and reaps nothing: a stopped containerd stays a
 	// zombie, so wait for that state rather than for the process to vanish.
 	_, err = docker.Exec(ctx, container, "bash", "-c", `pid=$(pgrep -xo containerd) || exit 0

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/version"
+	"github.com/skewer-k8s/skewer/harness/version"
 
 	"github.com/skewer-k8s/skewer/internal/docker"
 )
@@ -21,7 +21,7 @@ import (
 // Builder makes node images offline, from the Go module proxy and Debian
 // packages only. Every artifact is cached by a key derived from its inputs.
 type Builder struct {
-	// CacheDir holds build outputs and wrapper modules (default: DefaultCacheDir()).
+	// CacheDir holds build outputs and wrapper modules (default: defaultCacheDir()).
 	CacheDir string
 	// Out receives one progress line per step (default: os.Stderr).
 	Out io.Writer
@@ -49,8 +49,8 @@ func (b *Builder) fresh(id string) bool {
 	return true
 }
 
-// DefaultCacheDir is $SKEWER_CACHE, else the user cache directory's skewer/.
-func DefaultCacheDir() string {
+// defaultCacheDir is $SKEWER_CACHE, else the user cache directory's skewer/.
+func defaultCacheDir() string {
 	if d := os.Getenv("SKEWER_CACHE"); d != "" {
 		return d
 	}
@@ -63,7 +63,7 @@ func DefaultCacheDir() string {
 
 func (b *Builder) cacheDir(parts ...string) string {
 	if b.CacheDir == "" {
-		b.CacheDir = DefaultCacheDir()
+		b.CacheDir = defaultCacheDir()
 	}
 	return filepath.Join(append([]string{b.CacheDir}, parts...)...)
 }
@@ -155,7 +155,7 @@ func labels(key string) []string {
 
 // Build makes the node image for Kubernetes version v, building only what
 // the cache lacks, and returns its reference.
-func (b *Builder) Build(ctx context.Context, v *version.Version) (string, error) {
+func (b *Builder) Build(ctx context.Context, v version.Version) (string, error) {
 	p, err := b.build(ctx, v)
 	if err != nil {
 		return "", err
@@ -174,7 +174,7 @@ type Artifacts struct {
 }
 
 // Artifacts builds what the cache lacks for version v and returns its pieces.
-func (b *Builder) Artifacts(ctx context.Context, v *version.Version) (*Artifacts, error) {
+func (b *Builder) Artifacts(ctx context.Context, v version.Version) (*Artifacts, error) {
 	p, err := b.build(ctx, v)
 	if err != nil {
 		return nil, err
@@ -182,7 +182,7 @@ func (b *Builder) Artifacts(ctx context.Context, v *version.Version) (*Artifacts
 	return &Artifacts{NodeImage: Ref(v), BinDir: p.kubeDir, ImageTars: p.imageTars}, nil
 }
 
-func (b *Builder) build(ctx context.Context, v *version.Version) (*plan, error) {
+func (b *Builder) build(ctx context.Context, v version.Version) (*plan, error) {
 	if err := docker.Ping(ctx); err != nil {
 		return nil, err
 	}
@@ -195,7 +195,7 @@ func (b *Builder) build(ctx context.Context, v *version.Version) (*plan, error) 
 	defer cancelRootfs()
 	rootfsDone := make(chan error, 1)
 	go func() { rootfsDone <- b.step(rootfsCtx, "Debian "+debianSuite+" root filesystems", p.rootfs) }()
-	if err := b.step(ctx, "Kubernetes v"+v.String()+" binaries", p.kubeBinaries); err != nil {
+	if err := b.step(ctx, "Kubernetes "+v.String()+" binaries", p.kubeBinaries); err != nil {
 		return nil, err
 	}
 	if err := <-rootfsDone; err != nil {
@@ -206,7 +206,7 @@ func (b *Builder) build(ctx context.Context, v *version.Version) (*plan, error) 
 		fn   func(context.Context) (bool, error)
 	}{
 		{"kind base image (containerd, runc, crictl, CNI plugins)", p.baseImage},
-		{"component images for v" + v.String(), p.componentImages},
+		{"component images for " + v.String(), p.componentImages},
 		{"stand-in images (load balancer, CNI)", p.standIns},
 		{"node image " + Ref(v), p.nodeImage},
 	}
@@ -222,7 +222,7 @@ func (b *Builder) build(ctx context.Context, v *version.Version) (*plan, error) 
 // plan carries what earlier steps produced to later ones.
 type plan struct {
 	b *Builder
-	v *version.Version
+	v version.Version
 
 	kubeDir    string   // kubeadm, kubelet, kubectl, kube-* binaries
 	kubeKey    string   // cache key of kubeDir
@@ -234,6 +234,6 @@ type plan struct {
 	cniRef     string   // the CNI stand-in image reference
 }
 
-func (p *plan) gitVersion() string { return "v" + p.v.String() }
+func (p *plan) gitVersion() string { return p.v.String() }
 
 func joinKeys(keys ...string) string { return strings.Join(keys, ",") }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/skewer-k8s/skewer/harness/version"
 	"github.com/skewer-k8s/skewer/internal/docker"
 	"github.com/skewer-k8s/skewer/internal/run"
 )
@@ -46,42 +47,38 @@ type Resolver struct {
 }
 
 // Resolve returns the node image for version.
-func (r *Resolver) Resolve(ctx context.Context, version string) (string, error) {
-	v, err := ParseVersion(version)
-	if err != nil {
-		return "", err
-	}
+func (r *Resolver) Resolve(ctx context.Context, v version.Version) (string, error) {
 	out := r.Out
 	if out == nil {
 		out = io.Discard
 	}
 	switch r.Source {
 	case SourcePull:
-		ref, ok := pinned["v"+v.String()]
+		ref, ok := pinned[v.String()]
 		if !ok {
-			return "", fmt.Errorf("no pinned kindest/node digest for v%s; use --image-source=build", v)
+			return "", fmt.Errorf("no pinned kindest/node digest for %s; use --image-source=build", v)
 		}
 		if !docker.ImageExists(ctx, ref) {
-			fmt.Fprintf(out, "node image v%s: pulling %s (--image-source=pull)\n", v, ref)
+			fmt.Fprintf(out, "node image %s: pulling %s (--image-source=pull)\n", v, ref)
 			if err := run.Command("docker", "pull", ref).Run(ctx); err != nil {
 				return "", err
 			}
 		} else {
-			fmt.Fprintf(out, "node image v%s: %s (pulled earlier)\n", v, ref)
+			fmt.Fprintf(out, "node image %s: %s (pulled earlier)\n", v, ref)
 		}
 		return ref, nil
 	case SourceLocal:
 		if !docker.ImageExists(ctx, Ref(v)) {
-			return "", fmt.Errorf("no local node image %s (build it: skewer images build --version v%s)", Ref(v), v)
+			return "", fmt.Errorf("no local node image %s (build it: skewer images build --version %s)", Ref(v), v)
 		}
-		fmt.Fprintf(out, "node image v%s: %s (local)\n", v, Ref(v))
+		fmt.Fprintf(out, "node image %s: %s (local)\n", v, Ref(v))
 		return Ref(v), nil
 	default:
 		b := r.Builder
 		if b == nil {
 			b = &Builder{Out: out}
 		}
-		fmt.Fprintf(out, "node image v%s: local build, built offline where the cache lacks it\n", v)
+		fmt.Fprintf(out, "node image %s: local build, built offline where the cache lacks it\n", v)
 		return b.Build(ctx, v)
 	}
 }

@@ -1,11 +1,6 @@
 package nodeimage
 
-import (
-	"fmt"
-	"strings"
-
-	"k8s.io/apimachinery/pkg/util/version"
-)
+import "github.com/skewer-k8s/skewer/harness/version"
 
 // The pinned inputs of every image the builder makes besides Kubernetes itself.
 // Each is part of the cache key of the images built from it, so changing one
@@ -30,24 +25,12 @@ const (
 	// kindSandboxImage is the sandbox image kind's base containerd config names.
 	kindSandboxImage = "registry.k8s.io/pause:3.10"
 
-	// Repo is the repository of node images built by skewer.
-	Repo = "skewer.local/node"
+	// repo is the repository of node images built by skewer.
+	repo = "skewer.local/node"
 	// LocalBuildLabel marks every image skewer built on this machine.
 	LocalBuildLabel = "io.skewer.build"
 	keyLabel        = "io.skewer.key"
 )
 
-// ParseVersion accepts a Kubernetes release version such as v1.36.3 or 1.36.3.
-func ParseVersion(s string) (*version.Version, error) {
-	if !strings.HasPrefix(s, "v") {
-		s = "v" + s
-	}
-	v, err := version.ParseSemantic(s)
-	if err != nil {
-		return nil, fmt.Errorf("invalid Kubernetes version %q: want vMAJOR.MINOR.PATCH, e.g. v1.36.3", s)
-	}
-	return v, nil
-}
-
 // Ref is the node image reference for a Kubernetes version built by skewer.
-func Ref(v *version.Version) string { return Repo + ":v" + v.String() }
+func Ref(v version.Version) string { return repo + ":" + v.String() }

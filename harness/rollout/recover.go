@@ -9,17 +9,19 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/version"
+	apiversion "k8s.io/apimachinery/pkg/version"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/version"
+	"github.com/skewer-k8s/skewer/harness/wait"
 )
 
 // Member is one control plane as its own apiserver reports it.
 type Member struct {
 	Name string
-	// Version is what the node's apiserver answers on /version; empty when
+	// Version is what the node's apiserver answers on /version; zero when
 	// it does not answer.
-	Version string
+	Version version.Version
 	// Err says why the apiserver did not answer.
 	Err error
 	// Joined says kubeadm finished joining the node: its Node carries the
@@ -60,42 +62,46 @@ func Census(ctx context.Context, c *cluster.Cluster) ([]Member, error) {
 	return out, nil
 }
 
-// askVersion asks node's own apiserver for its version, for up to 30 s:
-// an apiserver that has just restarted (a kubelet replaced in place
-// restarts its static Pods) answers 403 to everyone until its authorizer
-// has synced, and one that is starting refuses connections.
-func askVersion(ctx context.Context, c *cluster.Cluster, node cluster.Node) (string, error) {
+// askVersion asks node's own apiserver for its version, for as long as
+// "rollout/apiserver-version" allows: an apiserver that has just restarted
+// (a kubelet replaced in place restarts its static Pods) answers 403 to
+// everyone until its authorizer has synced, and one that is starting
+// refuses connections. When it never answers, the error is its last one.
+func askVersion(ctx context.Context, c *cluster.Cluster, node cluster.Node) (version.Version, error) {
 	cs, err := c.APIServerClient(ctx, node)
 	if err != nil {
-		return "", err
+		return version.Version{}, err
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var got version.Version
+	var last error
+	err = wait.For(ctx, "rollout/apiserver-version", node.Name+"'s apiserver answering /version", func(ctx context.Context) (bool, string, error) {
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
 		raw, err := cs.Discovery().RESTClient().Get().AbsPath("/version").DoRaw(actx)
-		cancel()
-		if err == nil {
-			return gitVersion(raw)
+		if err != nil {
+			// A request the budget cut short says nothing of the apiserver.
+			if ctx.Err() == nil {
+				last = err
+			}
+			return false, err.Error(), nil
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return "", err
-		}
-		select {
-		case <-ctx.Done():
-			return "", err
-		case <-time.After(time.Second):
-		}
+		got, err = gitVersion(raw)
+		return err == nil, "", err
+	})
+	if err != nil && last != nil && ctx.Err() == nil {
+		return version.Version{}, last
 	}
+	return got, err
 }
 
 // NodeVersions maps each control plane to the version its own apiserver
 // reports, and fails if any does not answer.
-func NodeVersions(ctx context.Context, c *cluster.Cluster) (map[string]string, error) {
+func NodeVersions(ctx context.Context, c *cluster.Cluster) (map[string]version.Version, error) {
 	members, err := Census(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]string{}
+	out := map[string]version.Version{}
 	for _, m := range members {
 		if m.Err != nil {
 			return nil, fmt.Errorf("the apiserver of %s does not answer /version (a rollout cut short? `skewer rollback` recovers): %w", m.Name, m.Err)
@@ -152,7 +158,7 @@ func Recover() []Action {
 				}
 				for _, n := range cps {
 					if n.Name == m.Name {
-						if err := c.DiscardControlPlane(ctx, n); err != nil {
+						if err := discardControlPlane(ctx, c, n); err != nil {
 							return fmt.Errorf("failed to discard %s: %w", n.Name, err)
 						}
 					}
@@ -168,8 +174,7 @@ func Recover() []Action {
 			if len(cps) == 0 {
 				return fmt.Errorf("no control plane left")
 			}
-			_, err = c.PruneEtcdMembers(ctx, cps[0])
-			return err
+			return pruneEtcdMembers(ctx, c, cps[0])
 		}),
 		Do("uncordon control planes a drain left cordoned", func(ctx context.Context, c *cluster.Cluster) error {
 			cps, err := c.ControlPlanes(ctx)
@@ -177,7 +182,7 @@ func Recover() []Action {
 				return err
 			}
 			for _, n := range cps {
-				if _, err := c.Uncordon(ctx, n.Name); err != nil {
+				if err := uncordon(ctx, c, n.Name); err != nil {
 					return err
 				}
 			}
@@ -203,10 +208,10 @@ func Describe(members []Member) string {
 	return b.String()
 }
 
-func gitVersion(raw []byte) (string, error) {
-	var v version.Info
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return "", fmt.Errorf("not a /version answer %q: %w", raw, err)
+func gitVersion(raw []byte) (version.Version, error) {
+	var info apiversion.Info
+	if err := json.Unmarshal(raw, &info); err != nil {
+		return version.Version{}, fmt.Errorf("not a /version answer %q: %w", raw, err)
 	}
-	return v.GitVersion, nil
+	return version.Parse(info.GitVersion)
 }

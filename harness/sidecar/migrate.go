@@ -5,13 +5,17 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/skewer-k8s/skewer/harness/wait"
 )
 
 // LegacyAnnotation keeps, on a migrated Deployment, the Pod template it
@@ -32,6 +36,18 @@ type StopConditions struct {
 	MaxRestarts int32
 }
 
+// Validate refuses stop conditions every batch would breach: the zero
+// value among them.
+func (s StopConditions) Validate() error {
+	switch {
+	case s.ReadyWithin <= 0:
+		return fmt.Errorf("invalid stop conditions: ReadyWithin %s is not positive, so every batch would breach it", s.ReadyWithin)
+	case s.MaxRestarts < 0:
+		return fmt.Errorf("invalid stop conditions: MaxRestarts %d is negative, so every batch would breach it", s.MaxRestarts)
+	}
+	return nil
+}
+
 // Migration moves helper containers of Deployments to native sidecars,
 // batch by batch, stopping at the first batch that breaches a condition.
 type Migration struct {
@@ -45,6 +61,30 @@ type Migration struct {
 	Settle time.Duration
 }
 
+// Validate refuses a migration that could not do what it says, before
+// Run changes anything.
+func (m *Migration) Validate() error {
+	switch {
+	case m.Client == nil:
+		return errors.New("invalid migration: no Client")
+	case len(m.Helpers) == 0:
+		return errors.New("invalid migration: no Helpers to make native sidecars")
+	case len(m.Batches) == 0:
+		return errors.New("invalid migration: no Batches")
+	case m.Settle < 0:
+		return fmt.Errorf("invalid migration: Settle %s is negative", m.Settle)
+	}
+	for i, batch := range m.Batches {
+		if len(batch) == 0 {
+			return fmt.Errorf("invalid migration: batch %d is empty", i+1)
+		}
+	}
+	if err := m.Stop.Validate(); err != nil {
+		return fmt.Errorf("invalid migration: %w", err)
+	}
+	return nil
+}
+
 // BatchResult is what one batch did.
 type BatchResult struct {
 	Targets []Target
@@ -56,8 +96,12 @@ type BatchResult struct {
 }
 
 // Run migrates batch after batch; a breach ends it with the batches done
-// so far (the breaching one last), and no later batch is touched.
+// so far (the breaching one last), and no later batch is touched. An
+// invalid migration (Validate) is refused before anything changes.
 func (m *Migration) Run(ctx context.Context) ([]BatchResult, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
 	var out []BatchResult
 	for _, batch := range m.Batches {
 		res := BatchResult{Targets: batch}
@@ -70,7 +114,7 @@ func (m *Migration) Run(ctx context.Context) ([]BatchResult, error) {
 		for _, t := range batch {
 			err := waitRolledOut(ctx, m.Client, t, start.Add(m.Stop.ReadyWithin))
 			if err != nil {
-				res.Breach = fmt.Sprintf("%s not rolled out within %s: %v", t, m.Stop.ReadyWithin, err)
+				res.Breach = fmt.Sprintf("ReadyWithin %s breached: %v", m.Stop.ReadyWithin, err)
 				break
 			}
 		}
@@ -104,7 +148,7 @@ func (m *Migration) convert(ctx context.Context, t Target) error {
 	if err != nil {
 		return err
 	}
-	native, err := ToNative(d.Spec.Template.Spec, m.Helpers)
+	native, err := toNative(d.Spec.Template.Spec, m.Helpers)
 	if err != nil {
 		return fmt.Errorf("%s: %w", t, err)
 	}
@@ -117,9 +161,9 @@ func (m *Migration) convert(ctx context.Context, t Target) error {
 	return err
 }
 
-// ToNative moves the named helper containers to the front of the init
+// toNative moves the named helper containers to the front of the init
 // containers as native sidecars, everything else about them unchanged.
-func ToNative(spec corev1.PodSpec, helpers []string) (corev1.PodSpec, error) {
+func toNative(spec corev1.PodSpec, helpers []string) (corev1.PodSpec, error) {
 	out := *spec.DeepCopy()
 	always := corev1.ContainerRestartPolicyAlways
 	var sidecars, rest []corev1.Container
@@ -211,28 +255,37 @@ func ports(spec corev1.PodSpec) []string {
 // waitRolledOut waits until t's Deployment has rolled out its current
 // template, or deadline passes.
 func waitRolledOut(ctx context.Context, cs kubernetes.Interface, t Target, deadline time.Time) error {
-	last := "not observed"
-	for time.Now().Before(deadline) {
+	return wait.Within(ctx, untilDeadline(deadline), t.String()+" rolled out", func(ctx context.Context) (bool, string, error) {
 		d, err := cs.AppsV1().Deployments(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 		if err != nil {
-			return err
+			return false, "", err
 		}
-		want := int32(1)
-		if d.Spec.Replicas != nil {
-			want = *d.Spec.Replicas
-		}
-		st := d.Status
-		if st.ObservedGeneration >= d.Generation && st.UpdatedReplicas == want && st.AvailableReplicas == want && st.Replicas == want {
-			return nil
-		}
-		last = fmt.Sprintf("%d updated, %d available, %d total of %d", st.UpdatedReplicas, st.AvailableReplicas, st.Replicas, want)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
+		done, state := rolledOut(d)
+		return done, state, nil
+	})
+}
+
+// untilDeadline is the budget left to a batch. A Deployment whose turn
+// comes after an earlier one of its batch used up the time still gets one
+// look: it may have rolled out meanwhile.
+func untilDeadline(deadline time.Time) wait.Budget {
+	left := max(time.Until(deadline).Round(time.Millisecond), time.Millisecond)
+	return wait.Budget{Timeout: left, Interval: min(time.Second, left)}
+}
+
+// rolledOut says whether d runs its current template in every replica,
+// and if not, how far it is.
+func rolledOut(d *appsv1.Deployment) (bool, string) {
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
 	}
-	return fmt.Errorf("last seen: %s", last)
+	st := d.Status
+	if st.ObservedGeneration < d.Generation {
+		return false, fmt.Sprintf("generation %d not yet observed (observed %d)", d.Generation, st.ObservedGeneration)
+	}
+	done := st.UpdatedReplicas == want && st.AvailableReplicas == want && st.Replicas == want
+	return done, fmt.Sprintf("%d updated, %d available, %d total of %d", st.UpdatedReplicas, st.AvailableReplicas, st.Replicas, want)
 }
 
 // watchRestarts sums the restarts of the batch's Pods over Settle.

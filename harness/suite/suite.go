@@ -2,21 +2,18 @@
 // e2e-framework: TestMain creates the cluster from a profile (or reuses one
 // named by a flag), prints the effective configuration, exports node and
 // audit logs when anything failed, and deletes the cluster unless asked to
-// keep it - also on Ctrl-C and SIGTERM.
+// keep it. Ctrl-C, SIGTERM and a deadline kept short of go test's -timeout
+// cancel the tests' context first, so their cleanups run before teardown.
 package suite
 
 import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,117 +21,60 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/yaml"
 
+	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/harness/version"
 	"github.com/skewer-k8s/skewer/internal/source"
 )
 
 var (
 	flagCluster     = flag.String("skewer.cluster", "", "reuse this existing cluster instead of creating one (it is kept)")
 	flagProfile     = flag.String("skewer.profile", "", "cluster profile (default: the suite's)")
-	flagVersion     = flag.String("skewer.version", "", "Kubernetes version of every node (default: the profile's)")
 	flagRetain      = flag.Bool("skewer.retain", false, "keep the cluster after the suite")
 	flagImageSource = flag.String("skewer.image-source", "build", "node images: build, local or pull")
+	flagStrict      = flag.Bool("skewer.strict", false, "refuse every waiver: a documented upstream behaviour fails its promise too")
 )
+
+var flagVersion version.Version
+
+func init() {
+	flag.Var(&flagVersion, "skewer.version", "Kubernetes version of every node (default: the profile's)")
+}
 
 // Suite is one package's cluster and test environment.
 type Suite struct {
-	Env     env.Environment
+	// Env runs the package's features; every step it runs receives the
+	// tests' context, cancelled on Ctrl-C, SIGTERM or the harness deadline.
+	Env env.Environment
+	// Cluster is nil in a run that needs none (-list, --dry-run).
 	Cluster *cluster.Cluster
 	Spec    *cluster.Spec
 	// Artifacts is this suite's evidence directory.
 	Artifacts string
 
+	ctx     context.Context // the tests' context
 	created bool
 	failed  atomic.Bool
 	once    sync.Once
 	mu      sync.Mutex
 	records []Record
-}
-
-// Record is one line of a suite's report.
-type Record struct {
-	Test string
-	// Kind is "finding" (the cluster did something the catalogue does not
-	// promise, reported rather than failed) or "measured".
-	Kind string
-	Text string
-}
-
-// Report logs a line of evidence in t and keeps it for the suite's report,
-// written to report.md in the evidence directory (and to the GitHub
-// Actions step summary when there is one) when the suite ends, pass or fail.
-func (s *Suite) Report(t *testing.T, kind, format string, args ...any) {
-	t.Helper()
-	text := fmt.Sprintf(format, args...)
-	t.Logf("%s: %s", strings.ToUpper(kind), text)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.records = append(s.records, Record{Test: t.Name(), Kind: kind, Text: text})
-}
-
-// writeReport writes the records as Markdown, grouped by kind.
-func (s *Suite) writeReport() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.records) == 0 {
-		return nil
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "## %s\n", s.Cluster.Name)
-	for _, kind := range []string{"finding", "measured"} {
-		first := true
-		for _, r := range s.records {
-			if r.Kind != kind {
-				continue
-			}
-			if first {
-				fmt.Fprintf(&b, "\n### %s\n\n", map[string]string{"finding": "Findings", "measured": "Measured"}[kind])
-				first = false
-			}
-			fmt.Fprintf(&b, "- %s  \n  _%s_\n", r.Text, r.Test)
-		}
-	}
-	if err := os.MkdirAll(s.Artifacts, 0o755); err != nil {
-		return err
-	}
-	path := filepath.Join(s.Artifacts, "report.md")
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "suite: report in %s\n%s", path, b.String())
-	if summary := os.Getenv("GITHUB_STEP_SUMMARY"); summary != "" {
-		f, err := os.OpenFile(summary, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = f.WriteString(b.String() + "\n")
-		return err
-	}
-	return nil
-}
-
-// LogWriter writes what it is given to t's log, a line per write: the
-// progress of a Runner or a Builder, kept with the test it belongs to.
-func LogWriter(t *testing.T) io.Writer { return logWriter{t} }
-
-type logWriter struct{ t *testing.T }
-
-func (w logWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
+	waivers certify.Waivers
 }
 
 // Created says whether the suite made its cluster (and so may delete it).
 func (s *Suite) Created() bool { return s.created }
 
-// Failed says whether any test of the suite has failed so far.
-func (s *Suite) Failed() bool { return s.failed.Load() }
+// Failed says whether any test of the suite has failed so far, or the
+// suite was stopped (Ctrl-C, SIGTERM, the harness deadline): either way
+// the cluster is evidence to export before it goes.
+func (s *Suite) Failed() bool {
+	return s.failed.Load() || (s.ctx != nil && s.ctx.Err() != nil)
+}
 
-// ArtifactsDir is $ARTIFACTS, else _artifacts at the root of the checkout
+// artifactsDir is $ARTIFACTS, else _artifacts at the root of the checkout
 // (go test runs in each package's directory), else ./_artifacts.
-func ArtifactsDir() string {
+func artifactsDir() string {
 	if d := os.Getenv("ARTIFACTS"); d != "" {
 		return d
 	}
@@ -161,53 +101,77 @@ func run(m *testing.M, profile string, out **Suite) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	if testing.Short() {
+	s := &Suite{}
+	*out = s
+	switch decide(listPattern(), cfg.DryRunMode(), testing.Short()) {
+	case skipAll:
 		fmt.Fprintln(os.Stderr, "suite: skipped in -short mode (needs Docker and a kind cluster)")
 		return 0, nil
+	case listOnly:
+		return s.runWithoutCluster(m, cfg)
 	}
 	if *flagProfile != "" {
 		profile = *flagProfile
 	}
-	s := &Suite{}
-	*out = s
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := s.setup(ctx, profile); err != nil {
+	deadline := budget(goTestTimeout())
+	stop := startStopper(deadline, func(cause error) {
+		s.teardown(true)
+		os.Exit(exitCode(1, cause))
+	})
+	defer stop.close()
+	s.ctx = stop.ctx
+	if err := s.setup(s.ctx, profile, deadline); err != nil {
+		if cause := context.Cause(s.ctx); cause != nil {
+			err = fmt.Errorf("%w (%v)", err, cause)
+		}
+		return exitCode(1, context.Cause(s.ctx)), err
+	}
+	if s.Env, err = s.newEnv(cfg.WithKubeconfigFile(s.Cluster.Kubeconfig())); err != nil {
+		s.teardown(true)
 		return 1, err
 	}
-	// Ctrl-C or SIGTERM while tests run: clean up, then leave. (stop, run
-	// when the tests are over, also ends ctx; finished tells the two apart.)
-	finished := make(chan struct{})
-	defer close(finished)
-	go func() {
-		select {
-		case <-finished:
-			return
-		case <-ctx.Done():
-			select {
-			case <-finished: // closed before stop ends ctx
-				return
-			default:
-			}
+	code := s.Env.Run(m)
+	stop.testsReturned()
+	if cause := context.Cause(s.ctx); cause != nil {
+		fmt.Fprintf(os.Stderr, "suite: stopped (%v): teardown\n", cause)
+	}
+	s.teardown(code != 0 || s.Failed())
+	return exitCode(code, context.Cause(s.ctx)), nil
+}
+
+// newEnv is the suite's e2e-framework environment on s.ctx: Env.Test hands
+// s.ctx (or what a Setup step derives from it) to every step, so
+// cancelling it reaches the running step; a test that starts after the
+// cancellation is skipped rather than run against a dead context.
+func (s *Suite) newEnv(cfg *envconf.Config) (env.Environment, error) {
+	e, err := env.NewWithContext(s.ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	e.BeforeEachTest(func(ctx context.Context, _ *envconf.Config, t *testing.T) (context.Context, error) {
+		if ctx.Err() != nil {
+			t.Skipf("suite stopped before this test: %v", context.Cause(ctx))
 		}
-		fmt.Fprintln(os.Stderr, "suite: interrupted, cleaning up")
-		s.teardown(true)
-		os.Exit(130)
-	}()
-	s.Env = env.NewWithConfig(cfg.WithKubeconfigFile(s.Cluster.Kubeconfig()))
-	s.Env.AfterEachTest(func(ctx context.Context, _ *envconf.Config, t *testing.T) (context.Context, error) {
+		return ctx, nil
+	})
+	e.AfterEachTest(func(ctx context.Context, _ *envconf.Config, t *testing.T) (context.Context, error) {
 		if t.Failed() {
 			s.failed.Store(true)
 		}
 		return ctx, nil
 	})
-	code := s.Env.Run(m)
-	s.teardown(code != 0 || s.Failed())
-	return code, nil
+	return e, nil
 }
 
-func (s *Suite) setup(ctx context.Context, profile string) error {
+func (s *Suite) setup(ctx context.Context, profile string, deadline time.Duration) error {
 	start := time.Now()
+	root, err := source.Root()
+	if err != nil {
+		return err
+	}
+	if s.waivers, err = certify.LoadWaivers(filepath.Join(root, certify.UpstreamFile)); err != nil {
+		return err
+	}
 	if *flagCluster != "" {
 		c, err := cluster.Open(ctx, *flagCluster, cluster.Options{})
 		if err != nil {
@@ -223,8 +187,8 @@ func (s *Suite) setup(ctx context.Context, profile string) error {
 		if err != nil {
 			return err
 		}
-		if *flagVersion != "" {
-			spec.Version = *flagVersion
+		if !flagVersion.IsZero() {
+			spec.Version = flagVersion
 		}
 		// One cluster per suite, named after it, so suites never collide.
 		if wd, err := os.Getwd(); err == nil {
@@ -242,13 +206,18 @@ func (s *Suite) setup(ctx context.Context, profile string) error {
 		}
 		s.Cluster, s.created = c, true
 	}
-	s.Artifacts = filepath.Join(ArtifactsDir(), "clusters", s.Cluster.Name)
-	s.printConfig(time.Since(start))
+	s.Artifacts = filepath.Join(artifactsDir(), "clusters", s.Cluster.Name)
+	s.printConfig(time.Since(start), deadline)
 	return nil
 }
 
-func (s *Suite) printConfig(took time.Duration) {
+func (s *Suite) printConfig(took, deadline time.Duration) {
+	stopAt := "none (go test has no -timeout)"
+	if deadline > 0 {
+		stopAt = fmt.Sprintf("%s after start (go test -timeout %s)", deadline, goTestTimeout())
+	}
 	eff := map[string]any{
+		"deadline":   stopAt,
 		"cluster":    s.Cluster.Name,
 		"created":    s.created,
 		"kubeconfig": s.Cluster.Kubeconfig(),
@@ -267,6 +236,10 @@ func (s *Suite) printConfig(took time.Duration) {
 // suite created unless told to keep it. It runs once, with its own context.
 func (s *Suite) teardown(failed bool) {
 	s.once.Do(func() {
+		if s.Cluster == nil { // the hard path, while the cluster was being made
+			fmt.Fprintln(os.Stderr, "suite: stopped before the cluster was ready: `kind get clusters` shows what was left")
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		if err := s.writeReport(); err != nil {

@@ -37,7 +37,10 @@ type Summary struct {
 	// FalseNotFoundRecords are those requests, as evidence.
 	FalseNotFound        int
 	FalseNotFoundRecords []Record
-	Phases               []PhaseSummary
+	// NewAPIProbed says whether the traffic asked for a collection only
+	// newer apiservers serve: without it, no 404 can be found false.
+	NewAPIProbed bool
+	Phases       []PhaseSummary
 }
 
 // PhaseSummary is one phase's error counts and latencies.

@@ -19,7 +19,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
-	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/harness/version"
+	"github.com/skewer-k8s/skewer/harness/wait"
 )
 
 // Options shape the traffic.
@@ -35,7 +36,7 @@ type Options struct {
 	// NewAPISince the first version that serves it. A 404 for it is false
 	// while any control plane at NewAPISince or later is in the cluster.
 	NewAPIPath  string
-	NewAPISince string
+	NewAPISince version.Version
 }
 
 const writeLabel = "skewer.io/traffic"
@@ -147,8 +148,8 @@ func (t *Traffic) Refresh(ctx context.Context) error {
 		if !running && !ready(ctx, cfg) {
 			continue
 		}
-		if t.opts.NewAPISince != "" {
-			if v := serverVersion(cfg); v != "" && atLeast(v, t.opts.NewAPISince) {
+		if !t.opts.NewAPISince.IsZero() {
+			if v, err := version.Parse(serverVersion(cfg)); err == nil && v.AtLeast(t.opts.NewAPISince) {
 				capable = true
 			}
 		}
@@ -166,12 +167,6 @@ func (t *Traffic) Refresh(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-func atLeast(v, since string) bool {
-	a, err1 := nodeimage.ParseVersion(v)
-	b, err2 := nodeimage.ParseVersion(since)
-	return err1 == nil && err2 == nil && !a.LessThan(b)
 }
 
 // ready says whether the apiserver answers /readyz with ok.
@@ -353,26 +348,17 @@ func (t *Traffic) Stop(ctx context.Context) (Summary, error) {
 	for _, cm := range list.Items {
 		stored[cm.Name] = true
 	}
-	deadline := time.Now().Add(15 * time.Second)
 	var s Summary
-	for {
-		t.mu.Lock()
-		capable := func(phase string) bool { return t.phaseCapable[phase] }
-		s = Summary{Requests: len(t.records), Phases: Summarize(t.records, capable)}
-		s.LostWrites, s.MissedWatchEvents = nil, nil
-		for name := range t.acked {
-			if !stored[name] {
-				s.LostWrites = append(s.LostWrites, name)
-			}
-			if !t.seen[name] {
-				s.MissedWatchEvents = append(s.MissedWatchEvents, name)
-			}
-		}
-		t.mu.Unlock()
-		if len(s.MissedWatchEvents) == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
+	err = wait.For(ctx, "traffic/watch-catch-up", "the watch to deliver every acknowledged write", func(context.Context) (bool, string, error) {
+		s = t.account(stored)
+		return len(s.MissedWatchEvents) == 0, fmt.Sprintf("%d not delivered", len(s.MissedWatchEvents)), nil
+	})
+	// The catch-up is a grace period, not a promise: the events the watch
+	// has still not delivered when it ends are reported in s, not as an
+	// error. A cancelled context is, lest a grace period cut short be
+	// reported as events the watch missed.
+	if err != nil && ctx.Err() != nil {
+		return Summary{}, fmt.Errorf("failed to account for the traffic: %w", err)
 	}
 	sort.Strings(s.LostWrites)
 	sort.Strings(s.MissedWatchEvents)
@@ -387,6 +373,24 @@ func (t *Traffic) Stop(ctx context.Context) (Summary, error) {
 		}
 	}
 	return s, nil
+}
+
+// account checks every acknowledged write against stored, the names a
+// final list found, and against what the watch has delivered so far.
+func (t *Traffic) account(stored map[string]bool) Summary {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	capable := func(phase string) bool { return t.phaseCapable[phase] }
+	s := Summary{Requests: len(t.records), Phases: Summarize(t.records, capable), NewAPIProbed: t.opts.NewAPIPath != ""}
+	for name := range t.acked {
+		if !stored[name] {
+			s.LostWrites = append(s.LostWrites, name)
+		}
+		if !t.seen[name] {
+			s.MissedWatchEvents = append(s.MissedWatchEvents, name)
+		}
+	}
+	return s
 }
 
 // Delete removes the traffic's namespace.

@@ -70,16 +70,30 @@ func Remove(ctx context.Context, names ...string) error {
 	return run.Command(append([]string{"docker", "rm", "-f", "-v"}, names...)...).Run(ctx)
 }
 
-// Exec runs argv in a running container.
+// Exec runs argv in a running container and returns its trimmed output.
+// A cluster's nodes are reached through cluster.Node, which uses this.
 func Exec(ctx context.Context, container string, argv ...string) (string, error) {
-	return run.Command(append([]string{"docker", "exec", container}, argv...)...).String(ctx)
+	return ExecInput(ctx, container, nil, argv...)
 }
 
-// ExecInput runs argv in a running container with stdin.
-func ExecInput(ctx context.Context, container string, stdin io.Reader, argv ...string) error {
-	cmd := run.Command(append([]string{"docker", "exec", "-i", container}, argv...)...)
+// ExecInput is Exec with stdin (none when nil).
+func ExecInput(ctx context.Context, container string, stdin io.Reader, argv ...string) (string, error) {
+	return execCmd(container, stdin, argv).String(ctx)
+}
+
+// ExecOutput is Exec returning the output as it is, untrimmed: a file's bytes.
+func ExecOutput(ctx context.Context, container string, argv ...string) ([]byte, error) {
+	return execCmd(container, nil, argv).Output(ctx)
+}
+
+func execCmd(container string, stdin io.Reader, argv []string) *run.Cmd {
+	args := []string{"docker", "exec"}
+	if stdin != nil {
+		args = append(args, "-i")
+	}
+	cmd := run.Command(append(append(args, container), argv...)...)
 	cmd.Stdin = stdin
-	return cmd.Run(ctx)
+	return cmd
 }
 
 // Copy copies a host path into a container (docker cp semantics).

@@ -1,5 +1,14 @@
 // Package run executes commands as argv lists under a context and keeps
-// their output for the error when they fail.
+// their output for the error when they fail. Every host program skewer
+// runs (go build, debootstrap, docker) goes through it.
+//
+// It stands on os/exec rather than on github.com/vladimirvivien/gexe (the
+// exec layer e2e-framework uses) because gexe v0.5.0 takes a command only as
+// one string that its own parser splits again: it has no argv entry point,
+// so an argument that holds a quote, a space or a '$' (a docker --format
+// template, a path, a JSON patch) is not passed as given. That is shown by
+// TestGexeSplitsArgumentsAgain. gexe does cancel by context and can hand
+// out its *exec.Cmd; it is the splitting that rules it out.
 package run
 
 import (

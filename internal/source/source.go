@@ -10,11 +10,11 @@ import (
 	"strings"
 )
 
-// Module is skewer's module path.
-const Module = "github.com/skewer-k8s/skewer"
+// module is skewer's module path.
+const module = "github.com/skewer-k8s/skewer"
 
 // Root is $SKEWER_SOURCE, else the nearest directory from the working
-// directory up whose go.mod declares Module.
+// directory up whose go.mod declares module.
 func Root() (string, error) {
 	if d := os.Getenv("SKEWER_SOURCE"); d != "" {
 		return d, nil
@@ -42,5 +42,5 @@ func declaresModule(goMod string) bool {
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
-	return sc.Scan() && strings.TrimSpace(sc.Text()) == "module "+Module
+	return sc.Scan() && strings.TrimSpace(sc.Text()) == "module "+module
 }

@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/skewer-k8s/skewer/harness/audit"
+	"github.com/skewer-k8s/skewer/harness/certify"
 )
 
 // completed reads node's audit log and returns, for each of ids, its
@@ -102,10 +103,15 @@ func expectProxiedAudit(t *testing.T, entry server, peers []server, calls []call
 		got = count()
 		return len(got.missing) + len(got.duplicate)
 	}).WithTimeout(30*time.Second).WithPolling(time.Second).Should(BeZero(), func() string { return got.String() })
-	s.Report(t, "measured", "audit completeness through %s (%s): %s; user %q on both sides", entry.Name, entry.Version, got, user)
+	s.Measured(t, "audit completeness through %s (%s): %s; user %q on both sides", entry.Name, entry.Version, got, user)
+	v := certify.Verdict{ID: "mvp.audit.final-stage", Outcome: certify.Pass, Evidence: []string{fmt.Sprintf("%d proxied through %s", got.sent, entry.Name)}}
 	if len(got.panics) > 0 {
-		s.Report(t, "finding", "%d proxied request(s) closed by the client (a watch) end in %s's audit log as stage Panic, code 500, \"net/http: abort Handler\", where the peer logs ResponseComplete", len(got.panics), entry.Name)
+		v.Outcome = certify.Fail
+		v.Reason = fmt.Sprintf("%d proxied request(s) closed by the client (a watch) end in %s's audit log as stage Panic, code 500, \"net/http: abort Handler\", where the peer logs ResponseComplete",
+			len(got.panics), entry.Name)
+		v.Evidence = got.panics
 	}
+	s.Judge(t, v)
 	return got
 }
 

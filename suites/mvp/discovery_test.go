@@ -11,9 +11,9 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 )
 
-// discovery compares each apiserver's peer-merged /apis with the local
+// peerDiscovery compares each apiserver's peer-merged /apis with the local
 // views (profile=nopeer) of all of them.
-func discovery(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+func peerDiscovery(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 	g := NewWithT(t)
 	local := map[string]map[string]bool{}
 	union := map[string]bool{}
@@ -47,7 +47,7 @@ func discovery(ctx context.Context, t *testing.T, _ *envconf.Config) context.Con
 			g.Expect(local[sv.Name]).NotTo(HaveKey(key), "%s's nopeer view shows only what it serves", sv.Name)
 			g.Expect(viaPeers).To(ContainElement(key))
 		}
-		s.Report(t, "measured", "discovery on %s (%s): %d resources merged, %d local; only through peers: %v", sv.Name, sv.Version, len(merged), len(local[sv.Name]), viaPeers)
+		s.Measured(t, "discovery on %s (%s): %d resources merged, %d local; only through peers: %v", sv.Name, sv.Version, len(merged), len(local[sv.Name]), viaPeers)
 	}
 	return ctx
 }
@@ -76,6 +76,8 @@ func scope(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context
 		}
 	}
 	defer func() {
+		// Clean-up outlives a cancelled test (Ctrl-C): a fresh context.
+		ctx := context.WithoutCancel(ctx)
 		_ = admin.Delete().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.mvp.skewer.io").Do(ctx).Error()
 		_ = admin.Delete().AbsPath("/apis/apiregistration.k8s.io/v1/apiservices/v1.mvp-agg.skewer.io").Do(ctx).Error()
 	}()
@@ -99,7 +101,7 @@ func scope(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context
 		// Only the last CRD request (the 2xx) and the APIService one are the evidence.
 		calls = calls[len(calls)-2:]
 		expectNotForwarded(t, win, sv, calls)
-		s.Report(t, "measured", "%s: a CRD's widgets %d, an APIService without a backend %d in %s, neither forwarded", sv.Name, calls[0].Code, calls[1].Code, took.Round(time.Millisecond))
+		s.Measured(t, "%s: a CRD's widgets %d, an APIService without a backend %d in %s, neither forwarded", sv.Name, calls[0].Code, calls[1].Code, took.Round(time.Millisecond))
 	}
 	return ctx
 }

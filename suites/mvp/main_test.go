@@ -1,6 +1,11 @@
 // Package mvp proves what the Mixed Version Proxy (KEP-4020) promises and
-// where it stops, on a real HA cluster held in the mixed window by a surge
-// rollout: one, then two of three control planes at the newer version.
+// where it stops, and the surge rollout around it, on one real HA cluster
+// taken through the certify shape in as few transitions as the promises
+// allow: one control plane at the newer version (the proxy's checks and
+// faults), the gate switched off and on, a rollback to all-old under
+// traffic, forward again to two of three at the newer version, then
+// through, the same traffic judged at the end (no acknowledged write lost,
+// no watch event missed, no false 404). The tests run in that order.
 // Every assertion logs its evidence: audit IDs, metric deltas, codes and
 // bodies. Facts about the proxy it relies on: ../../docs/mvp.md.
 package mvp
@@ -10,11 +15,14 @@ import (
 	"testing"
 
 	"github.com/skewer-k8s/skewer/harness/suite"
+	"github.com/skewer-k8s/skewer/harness/version"
 )
 
 var (
 	s      *suite.Suite
-	flagTo = flag.String("mvp.to", "v1.36.3", "the newer version of the mixed window")
+	flagTo = version.MustParse("v1.36.3")
 )
+
+func init() { flag.Var(&flagTo, "mvp.to", "the newer version of the mixed window (default v1.36.3)") }
 
 func TestMain(m *testing.M) { suite.Main(m, "ha", &s) }

@@ -6,25 +6,31 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
+	"github.com/skewer-k8s/skewer/harness/certification"
 	"github.com/skewer-k8s/skewer/harness/rollout"
+	"github.com/skewer-k8s/skewer/harness/suite"
 )
 
 // win is the mixed window the running test holds.
 var win *window
 
-// beforeName is a ConfigMap made before the rollout, found intact after
-// the rollback.
-const beforeName = "mvp-before-rollout"
+// load is the traffic that runs from the rollback until the rollout is
+// through (TestRollback to TestThrough).
+var load *suite.Load
+
+const trafficNamespace = "skewer-traffic"
+
+// before is a ConfigMap made before the rollout, found intact after the
+// rollback and after the roll-through; nil when the suite began mid-window.
+var before *corev1.ConfigMap
 
 // TestWindowOne holds one of three control planes at the newer version:
 // the older two must forward what only it serves.
 func TestWindowOne(t *testing.T) {
-	f := features.New("mixed window, one control plane at the newer version").
+	f := features.New("mixed window, one control plane at the newer version").WithLabel("area", "mvp").WithLabel("disruptive", "true").WithLabel("slow", "true").
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			markBefore(ctx, t)
 			win = holdWindow(ctx, t, 1)
@@ -35,7 +41,7 @@ func TestWindowOne(t *testing.T) {
 		Assess("a resource that exists nowhere is 404 everywhere and not forwarded", noFalseForwarding).
 		Assess("a request already marked proxied is served locally", loopGuard).
 		Assess("the peer sees the original user; forged identity and RBAC denial stop at the entry server", trust).
-		Assess("peer-aggregated discovery shows the union; nopeer shows local only", discovery).
+		Assess("peer-aggregated discovery shows the union; nopeer shows local only", peerDiscovery).
 		Assess("CRD and aggregated APIService groups are not forwarded and fail fast", scope).
 		Assess("an API turned off on one apiserver is served by forwarding (deterministic variant)", runtimeConfigVariant).
 		Assess("a black-holed peer link gives an explicit 503 within a bound, never a 404 or a hang", blackHole).
@@ -45,10 +51,27 @@ func TestWindowOne(t *testing.T) {
 	s.Env.Test(t, f)
 }
 
-// TestWindowTwo holds two of three at the newer version: the old one has
-// two capable peers.
+// TestRollback turns the proxy off on an old apiserver and on again, then,
+// under traffic that runs until the rollout is through, returns every
+// control plane to the older version.
+func TestRollback(t *testing.T) {
+	f := features.New("the switch and the rollback").WithLabel("area", "mvp").WithLabel("disruptive", "true").WithLabel("slow", "true").
+		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			if win == nil {
+				win = holdWindow(ctx, t, 1)
+			}
+			return ctx
+		}).
+		Assess("with the gate off the false 404 returns; with it on again, it is gone", gateSwitch).
+		Assess("rolling back to all-old under traffic leaves every object from before intact", rollBack).
+		Feature()
+	s.Env.Test(t, f)
+}
+
+// TestWindowTwo goes forward again, two of three at the newer version: the
+// old one has two capable peers.
 func TestWindowTwo(t *testing.T) {
-	f := features.New("mixed window, two control planes at the newer version").
+	f := features.New("mixed window, two control planes at the newer version").WithLabel("area", "mvp").WithLabel("disruptive", "true").WithLabel("slow", "true").
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			win = holdWindow(ctx, t, 2)
 			return ctx
@@ -59,38 +82,44 @@ func TestWindowTwo(t *testing.T) {
 	s.Env.Test(t, f)
 }
 
-// TestRollback turns the proxy off on an old apiserver and on again, then
-// returns every control plane to the older version.
-func TestRollback(t *testing.T) {
-	f := features.New("the switch and the rollback").
+// TestThrough carries the surge rollout through: every control plane at
+// the newer version, and the traffic that ran since the rollback judged.
+func TestThrough(t *testing.T) {
+	f := features.New("the surge rollout carried through under traffic").WithLabel("area", "rollout").WithLabel("disruptive", "true").WithLabel("slow", "true").
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
-			if win == nil {
-				win = holdWindow(ctx, t, 1)
+			if load == nil {
+				load = s.StartTraffic(ctx, t, trafficNamespace)
 			}
 			return ctx
 		}).
-		Assess("with the gate off the false 404 returns; with it on again, it is gone", gateSwitch).
-		Assess("rolling back to all-old leaves every object from before intact", rollBack).
+		Assess("the surge rollout replaces every control plane", through).
+		Assess("no acknowledged write was lost, no watch event missed, no false 404", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			load.Judge(ctx, t)
+			return ctx
+		}).
+		Teardown(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			if load != nil {
+				load.Delete(ctx)
+				load = nil
+			}
+			return ctx
+		}).
 		Feature()
 	s.Env.Test(t, f)
 }
 
-// markBefore makes the ConfigMap the rollback must find, if the cluster is
-// still all at the older version.
+// markBefore makes the ConfigMap the rollback and the roll-through must
+// find intact, if the cluster is still all at the older version.
 func markBefore(ctx context.Context, t *testing.T) {
 	g := NewWithT(t)
 	versions, err := rollout.NodeVersions(ctx, s.Cluster)
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, v := range versions {
 		if v != fromVersion(t) {
+			t.Logf("the suite began on a cluster already in the mixed window: no object from before to find")
 			return
 		}
 	}
-	cs, err := s.Cluster.Client()
+	before, err = certification.MarkBefore(ctx, s.Cluster, fromVersion(t))
 	g.Expect(err).NotTo(HaveOccurred())
-	_, err = cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: beforeName}, Data: map[string]string{"made-at": fromVersion(t)}}, metav1.CreateOptions{})
-	if !apierrors.IsAlreadyExists(err) {
-		g.Expect(err).NotTo(HaveOccurred())
-	}
 }

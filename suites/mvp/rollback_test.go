@@ -10,10 +10,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 
+	"github.com/skewer-k8s/skewer/harness/certification"
 	"github.com/skewer-k8s/skewer/harness/faults"
 	"github.com/skewer-k8s/skewer/harness/metrics"
 	"github.com/skewer-k8s/skewer/harness/rollout"
-	"github.com/skewer-k8s/skewer/harness/suite"
 )
 
 const gate = "UnknownVersionInteroperabilityProxy"
@@ -49,39 +49,45 @@ func gateSwitch(ctx context.Context, t *testing.T, _ *envconf.Config) context.Co
 		_, err := cs.AdmissionregistrationV1().MutatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
 		return err
 	}).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(Succeed(), "the gate on again: %s forwards", old.Name)
-	s.Report(t, "measured", "%s with %s=false and no --peer-ca-file answered the false 404; with the proxy on again it forwards %s %s after its restart", old.Name, gate, newResource, time.Since(start).Round(100*time.Millisecond))
+	s.Measured(t, "%s with %s=false and no --peer-ca-file answered the false 404; with the proxy on again it forwards %s %s after its restart", old.Name, gate, newResource, time.Since(start).Round(100*time.Millisecond))
 	return ctx
 }
 
-// rollBack returns every control plane to the older version.
+// rollBack starts the traffic that runs until the rollout is through and,
+// under it, returns every control plane to the older version.
 func rollBack(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 	g := NewWithT(t)
-	actions, err := rollout.Surge(ctx, s.Cluster, rollout.SurgeInput{To: win.From, AllowDowngrade: true})
-	g.Expect(err).NotTo(HaveOccurred())
-	r := &rollout.Runner{Out: suite.LogWriter(t)}
-	g.Expect(r.Run(ctx, s.Cluster, actions)).To(Succeed())
-	g.Expect(rollout.CheckMembership(ctx, s.Cluster)).To(Succeed())
-	versions, err := rollout.NodeVersions(ctx, s.Cluster)
-	g.Expect(err).NotTo(HaveOccurred())
-	for n, v := range versions {
-		g.Expect(v).To(Equal(win.From), "%s", n)
+	if load == nil {
+		load = s.StartTraffic(ctx, t, trafficNamespace)
 	}
-	cs, err := s.Cluster.Client()
-	g.Expect(err).NotTo(HaveOccurred())
-	cm, err := cs.CoreV1().ConfigMaps("default").Get(ctx, beforeName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		t.Logf("no %s: the suite began on a cluster already in the mixed window", beforeName)
-	} else {
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(cm.Data).To(HaveKeyWithValue("made-at", win.From))
-	}
+	g.Expect(rollout.Rollback(ctx, s.Cluster, rollout.RollbackInput{To: win.From, Runner: load.Runner(t, nil)})).To(Succeed())
+	s.Judge(t, certification.CheckMembership(ctx, s.Cluster, "the rollback"))
+	s.Judge(t, certification.CheckRollback(ctx, s.Cluster, win.From, before))
 	// With no server of the newer version left, the 404 is true and
 	// nothing is forwarded.
 	for _, sv := range servers(ctx, t) {
-		before := sv.scrape(ctx, t)
+		m0 := sv.scrape(ctx, t)
 		_, err := sv.client().AdmissionregistrationV1().MutatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s: %v", sv.Name, err)
-		g.Expect(metrics.Delta(before, sv.scrape(ctx, t), rerouted, map[string]string{"code": "404"})).To(BeZero())
+		g.Expect(metrics.Delta(m0, sv.scrape(ctx, t), rerouted, map[string]string{"code": "404"})).To(BeZero())
+	}
+	win = nil
+	return ctx
+}
+
+// through carries the surge rollout through to every control plane at the
+// newer version, under the traffic.
+func through(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+	g := NewWithT(t)
+	g.Expect(rollout.Roll(ctx, s.Cluster, rollout.RollInput{To: flagTo, Strategy: rollout.StrategySurge, Runner: load.Runner(t, nil)})).To(Succeed())
+	s.Judge(t, certification.CheckMembership(ctx, s.Cluster, "the rollout"))
+	s.Judge(t, certification.CheckVersions(ctx, s.Cluster, flagTo, before))
+	// Every apiserver serves the new resource itself now: nothing left to
+	// forward.
+	for _, sv := range servers(ctx, t) {
+		local, err := discoveryResources(ctx, sv, true)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(local).To(HaveKey(newGroup+"/"+newVersion+"/"+newResource), "%s serves %s itself", sv.Name, newResource)
 	}
 	win = nil
 	return ctx

@@ -76,7 +76,7 @@ func routing(ctx context.Context, t *testing.T, _ *envconf.Config) context.Conte
 	stopWatch()
 
 	calls := tr.take()
-	logCalls(t, "requests through "+old.Name+" ("+old.Version+")", calls)
+	logCalls(t, "requests through "+old.Name+" ("+old.Version.String()+")", calls)
 	for _, c := range calls {
 		g.Expect(c.Code).To(BeNumerically("<", 300), "%s", c)
 	}
@@ -110,7 +110,7 @@ func reroutedExactly(ctx context.Context, t *testing.T, _ *envconf.Config) conte
 	calls := tr.take()
 	for code, n := range map[string]int{"404": missing, "422": invalid} {
 		d := metrics.Delta(before, after, rerouted, map[string]string{"code": code})
-		s.Report(t, "measured", "%s on %s: code=%s moved by %g for %d requests", rerouted, old.Name, code, d, n)
+		s.Measured(t, "%s on %s: code=%s moved by %g for %d requests", rerouted, old.Name, code, d, n)
 		g.Expect(d).To(BeEquivalentTo(n), "%s{code=%q} on %s", rerouted, code, old.Name)
 	}
 	t.Logf("%s on %s after: %v", rerouted, old.Name, after.Series(rerouted))

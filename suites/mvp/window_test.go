@@ -11,17 +11,16 @@ import (
 
 	. "github.com/onsi/gomega"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
-	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/yaml"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
-	"github.com/skewer-k8s/skewer/harness/faults"
+	"github.com/skewer-k8s/skewer/harness/discovery"
 	"github.com/skewer-k8s/skewer/harness/metrics"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 	"github.com/skewer-k8s/skewer/harness/suite"
+	"github.com/skewer-k8s/skewer/harness/version"
 )
 
 // The resource only the newer version serves, and the label every object
@@ -40,7 +39,7 @@ const (
 // server is one control plane's apiserver, addressed directly.
 type server struct {
 	cluster.Node
-	Version string
+	Version version.Version
 	IP      string
 	cfg     *rest.Config
 }
@@ -48,7 +47,7 @@ type server struct {
 // window is the cluster held in the mixed window: apiservers at the older
 // version and at the newer.
 type window struct {
-	From, To string
+	From, To version.Version
 	Old, New []server
 }
 
@@ -66,22 +65,17 @@ func holdWindow(ctx context.Context, t *testing.T, newCount int) *window {
 	g.Expect(err).NotTo(HaveOccurred())
 	have := 0
 	for _, v := range versions {
-		if v == *flagTo {
+		if v == flagTo {
 			have++
 		}
 	}
 	if have != newCount {
-		in := rollout.SurgeInput{To: *flagTo, PauseAfter: newCount - have}
-		if have > newCount {
-			in = rollout.SurgeInput{To: from, PauseAfter: have - newCount, AllowDowngrade: true}
-		}
-		actions, err := rollout.Surge(ctx, s.Cluster, in)
-		g.Expect(err).NotTo(HaveOccurred())
+		back := have > newCount
 		// Once a new apiserver serves (the step after the wait for it),
 		// time how long every apiserver's discovery takes to show it.
 		var converged sync.WaitGroup
-		r := &rollout.Runner{Out: suite.LogWriter(t), OnStep: func(ctx context.Context, step string) {
-			if in.AllowDowngrade || !strings.HasPrefix(step, "add the new node to the load balancer") {
+		timeDiscovery := func(ctx context.Context, step string) {
+			if back || !strings.HasPrefix(step, "add the new node to the load balancer") {
 				return
 			}
 			converged.Add(1)
@@ -91,20 +85,33 @@ func holdWindow(ctx context.Context, t *testing.T, newCount int) *window {
 				for time.Since(start) < 3*time.Minute && ctx.Err() == nil {
 					all, err := apiservers(ctx)
 					if err == nil && len(lacking(ctx, all)) == 0 {
-						s.Report(t, "measured", "every apiserver's discovery showed %s %s %s after the new apiserver served it",
+						s.Measured(t, "every apiserver's discovery showed %s %s %s after the new apiserver served it",
 							newGroup, newResource, time.Since(start).Round(10*time.Millisecond))
 						return
 					}
 					time.Sleep(100 * time.Millisecond)
 				}
 			}()
-		}}
-		g.Expect(r.Run(ctx, s.Cluster, actions)).To(Succeed())
+		}
+		r := &rollout.Runner{Out: suite.LogWriter(t), OnStep: timeDiscovery}
+		if load != nil {
+			r = load.Runner(t, timeDiscovery)
+		}
+		if back {
+			// A step back within the window, not a rollback: the record of
+			// where the rollout started stays.
+			actions, err := rollout.Surge(ctx, s.Cluster, rollout.SurgeInput{To: from, PauseAfter: have - newCount, AllowDowngrade: true})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(r.Run(ctx, s.Cluster, actions)).To(Succeed())
+		} else {
+			g.Expect(rollout.Roll(ctx, s.Cluster, rollout.RollInput{
+				To: flagTo, Strategy: rollout.StrategySurge, PauseAfter: newCount - have, Runner: r})).To(Succeed())
+		}
 		converged.Wait()
 	}
-	w := &window{From: from, To: *flagTo}
+	w := &window{From: from, To: flagTo}
 	for _, sv := range servers(ctx, t) {
-		if sv.Version == *flagTo {
+		if sv.Version == flagTo {
 			w.New = append(w.New, sv)
 		} else {
 			w.Old = append(w.Old, sv)
@@ -113,7 +120,7 @@ func holdWindow(ctx context.Context, t *testing.T, newCount int) *window {
 	g.Expect(w.New).To(HaveLen(newCount))
 	g.Eventually(func() []string { return lacking(ctx, w.all()) }).
 		WithTimeout(3*time.Minute).WithPolling(time.Second).Should(BeEmpty(), "apiservers whose /apis lacks %s", newResource)
-	s.Report(t, "measured", "mixed window: %d at %s %v, %d at %s %v", len(w.Old), from, names(w.Old), len(w.New), *flagTo, names(w.New))
+	s.Measured(t, "mixed window: %d at %s %v, %d at %s %v", len(w.Old), from, names(w.Old), len(w.New), flagTo, names(w.New))
 	return w
 }
 
@@ -139,7 +146,7 @@ func apiservers(ctx context.Context) ([]server, error) {
 		if err != nil {
 			return nil, err
 		}
-		ip, err := faults.NodeIP(ctx, n)
+		ip, err := n.IP()
 		if err != nil {
 			return nil, err
 		}
@@ -150,8 +157,8 @@ func apiservers(ctx context.Context) ([]server, error) {
 
 // fromVersion is the version the cluster was created at: the profile's,
 // or -skewer.version.
-func fromVersion(t *testing.T) string {
-	if s.Spec == nil || s.Spec.Version == "" {
+func fromVersion(t *testing.T) version.Version {
+	if s.Spec == nil || s.Spec.Version.IsZero() {
 		t.Fatalf("cluster %s has no spec skewer made: its older version is unknown", s.Cluster.Name)
 	}
 	return s.Spec.Version
@@ -170,37 +177,22 @@ func lacking(ctx context.Context, servers []server) []string {
 	return out
 }
 
-// Media types of aggregated discovery, peer-merged and local only.
-const (
-	discoveryV2     = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
-	discoveryNoPeer = discoveryV2 + ";profile=nopeer"
-)
-
 // discoveryResources reads sv's aggregated /apis (local only with nopeer)
 // as a set of "group/version/resource".
 func discoveryResources(ctx context.Context, sv server, nopeer bool) (map[string]bool, error) {
-	accept := discoveryV2
+	read := discovery.Merged
 	if nopeer {
-		accept = discoveryNoPeer
+		read = discovery.Local
 	}
-	cs := sv.client()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	raw, err := cs.Discovery().RESTClient().Get().AbsPath("/apis").SetHeader("Accept", accept).DoRaw(ctx)
+	set, err := read(ctx, sv.client())
 	if err != nil {
-		return nil, err
-	}
-	var list apidiscoveryv2.APIGroupDiscoveryList
-	if err := yaml.Unmarshal(raw, &list); err != nil {
-		return nil, fmt.Errorf("%s: /apis is not an APIGroupDiscoveryList: %w", sv.Name, err)
+		return nil, fmt.Errorf("%s: %w", sv.Name, err)
 	}
 	out := map[string]bool{}
-	for _, g := range list.Items {
-		for _, v := range g.Versions {
-			for _, r := range v.Resources {
-				out[g.Name+"/"+v.Version+"/"+r.Resource] = true
-			}
-		}
+	for key := range set {
+		out[key] = true
 	}
 	return out, nil
 }

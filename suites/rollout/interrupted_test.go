@@ -1,8 +1,9 @@
 package rollout
 
 import (
-	"bytes"
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,95 +15,94 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
+	"github.com/skewer-k8s/skewer/harness/certification"
+	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/harness/rollout"
-	"github.com/skewer-k8s/skewer/internal/cli"
+	"github.com/skewer-k8s/skewer/harness/version"
 	"github.com/skewer-k8s/skewer/internal/docker"
 )
 
-// TestBadInput passes the CLI rollouts it must refuse, against the real
-// cluster, and checks each left the cluster as it was.
+// TestBadInput passes rollouts that must be refused to the library the
+// CLI calls, against the real cluster, and checks each left the cluster as
+// it was.
 func TestBadInput(t *testing.T) {
-	f := features.New("bad rollout input changes nothing").
-		Assess("each is refused with one clear line", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+	f := features.New("bad rollout input changes nothing").WithLabel("area", "rollout").
+		Assess("each is refused with a clear error", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			g := NewWithT(t)
 			before := snapshot(ctx, t)
+			local := &nodeimage.Resolver{Source: nodeimage.SourceLocal}
+			surge := rollout.StrategySurge
 			for _, c := range []struct {
-				args []string
+				in   rollout.RollInput
 				want string
 			}{
-				{[]string{"rollout", "--to", "v1.37.0"}, "more than one minor"},
-				{[]string{"rollout", "--to", "v1.34.0"}, "is a downgrade"},
-				{[]string{"rollout", "--to", "v1.36.3", "--strategy", "blue-green"}, "unknown strategy"},
-				{[]string{"rollout", "--to", "v1.36.99", "--image-source", "local"}, "skewer images build"},
+				{rollout.RollInput{To: version.MustParse("v1.37.0"), Strategy: surge}, "more than one minor"},
+				{rollout.RollInput{To: version.MustParse("v1.34.0"), Strategy: surge}, "is a downgrade"},
+				{rollout.RollInput{To: flagTo, Strategy: "blue-green"}, "unknown strategy"},
+				{rollout.RollInput{To: flagTo, Strategy: surge, PauseAfter: -1}, "cannot be negative"},
+				{rollout.RollInput{To: version.MustParse("v1.36.99"), Strategy: surge, Images: local}, "skewer images build"},
 				// A version the module proxy does not have cannot be built.
-				{[]string{"rollout", "--to", "v1.36.99"}, "v1.36.99"},
+				{rollout.RollInput{To: version.MustParse("v1.36.99"), Strategy: surge}, "v1.36.99"},
 			} {
-				args := append(c.args, "--name", s.Cluster.Name)
-				var stderr bytes.Buffer
-				code := cli.Run(ctx, args, &bytes.Buffer{}, &stderr)
-				t.Logf("skewer %s -> exit %d\n%s", strings.Join(args, " "), code, lastLines(stderr.String(), 3))
-				g.Expect(code).NotTo(BeZero(), "skewer %v", args)
-				g.Expect(stderr.String()).To(ContainSubstring(c.want))
-				g.Expect(snapshot(ctx, t)).To(Equal(before), "skewer %v changed the cluster", args)
+				out := &watchWriter{t: t}
+				c.in.Runner = &rollout.Runner{Out: out}
+				err := rollout.Roll(ctx, s.Cluster, c.in)
+				t.Logf("rollout to %s (%s) -> %v", c.in.To, c.in.Strategy, err)
+				g.Expect(err).To(MatchError(ContainSubstring(c.want)), "rollout to %s", c.in.To)
+				g.Expect(c.in.Runner.Steps).To(BeEmpty(), "a refused rollout runs no step")
+				g.Expect(snapshot(ctx, t)).To(Equal(before), "rollout to %s changed the cluster", c.in.To)
 			}
 			return ctx
 		}).Feature()
 	s.Env.Test(t, f)
 }
 
-// TestInterrupted stops `skewer rollout` in the middle of a node's kubeadm
-// join, the way Ctrl-C does, then checks that the command said where every
-// control plane stands and that `skewer rollback` recovers from there: the
-// half-joined node and its etcd member gone, every control plane back at
-// the old version, nothing cordoned, the objects from before intact.
+// TestInterrupted stops a rollout in the middle of a node's kubeadm join,
+// the way Ctrl-C does, then checks that every control plane can still be
+// accounted for and that a rollback recovers from there: the half-joined
+// node and its etcd member gone, every control plane back at the old
+// version, nothing cordoned, the objects from before intact.
 func TestInterrupted(t *testing.T) {
-	var from string
+	var from version.Version
 	var before *corev1.ConfigMap
 	var snap string
-	f := features.New("an interrupted rollout is recovered by skewer rollback").
+	f := features.New("an interrupted rollout is recovered by a rollback").WithLabel("area", "rollout").WithLabel("disruptive", "true").WithLabel("slow", "true").
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			g := NewWithT(t)
 			var err error
-			from, err = s.Cluster.KubernetesVersion(ctx)
+			from, err = rollout.ClusterVersion(ctx, s.Cluster)
 			g.Expect(err).NotTo(HaveOccurred())
-			cs, err := s.Cluster.Client()
-			g.Expect(err).NotTo(HaveOccurred())
-			before, err = cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{GenerateName: "before-interrupted-"}, Data: map[string]string{"from": from}}, metav1.CreateOptions{})
+			before, err = certification.MarkBefore(ctx, s.Cluster, from)
 			g.Expect(err).NotTo(HaveOccurred())
 			snap = snapshot(ctx, t)
 			return ctx
 		}).
-		Assess("Ctrl-C during the join leaves a report of every control plane", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+		Assess("a cancel during the join leaves every control plane accounted for", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			g := NewWithT(t)
 			rctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			// Cancel 5 s into the first kubeadm join, as a user's Ctrl-C would.
 			out := &watchWriter{t: t, on: "join the new node with kubeadm ...", do: func() { time.AfterFunc(5*time.Second, cancel) }}
-			code := cli.Run(rctx, []string{"rollout", "--name", s.Cluster.Name, "--to", *flagTo, "--image-source", "local"}, out, out)
-			g.Expect(code).NotTo(BeZero(), "the rollout was interrupted")
-			g.Expect(out.String()).To(ContainSubstring("control planes after:"))
-			g.Expect(out.String()).To(ContainSubstring("skewer rollback --name " + s.Cluster.Name))
+			err := rollout.Roll(rctx, s.Cluster, rollout.RollInput{To: flagTo, Strategy: rollout.StrategySurge, Runner: &rollout.Runner{Out: out}})
+			g.Expect(err).To(MatchError(context.Canceled), "the rollout was interrupted")
+			rec, err := rollout.LoadRecord(s.Cluster)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(rec).NotTo(BeNil(), "the record a rollback returns by")
+			g.Expect(rec.From).To(Equal(from))
 			members, err := rollout.Census(ctx, s.Cluster)
 			g.Expect(err).NotTo(HaveOccurred())
 			t.Logf("right after the interruption:\n%s", rollout.Describe(members))
 			g.Expect(members).To(HaveLen(4), "three old control planes and the half-joined one")
 			return ctx
 		}).
-		Assess("skewer rollback recovers to every control plane at the old version", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+		Assess("a rollback recovers to every control plane at the old version", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			g := NewWithT(t)
-			out := &watchWriter{t: t}
-			code := cli.Run(ctx, []string{"rollback", "--name", s.Cluster.Name, "--image-source", "local"}, out, out)
-			g.Expect(code).To(BeZero(), "skewer rollback")
-			expectVersions(ctx, t, map[string]int{from: 3})
+			err := rollout.Rollback(ctx, s.Cluster, rollout.RollbackInput{Runner: &rollout.Runner{Out: &watchWriter{t: t}}})
+			g.Expect(err).NotTo(HaveOccurred(), "rollback")
+			expectVersions(ctx, t, map[version.Version]int{from: 3})
 			g.Expect(rollout.CheckMembership(ctx, s.Cluster)).To(Succeed())
-			g.Expect(snapshot(ctx, t)).To(Equal(snap), "control planes, ClusterConfiguration and cordons as before the rollout")
-			cs, err := s.Cluster.Client()
-			g.Expect(err).NotTo(HaveOccurred())
-			got, err := cs.CoreV1().ConfigMaps("default").Get(ctx, before.Name, metav1.GetOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(got.UID).To(Equal(before.UID))
-			g.Expect(got.Data).To(Equal(before.Data))
+			g.Expect(snapshot(ctx, t)).To(Equal(snap), "control planes, ClusterConfiguration, cordons and record as before the rollout")
+			g.Expect(certification.Intact(ctx, s.Cluster, before)).To(Succeed())
 			return ctx
 		}).Feature()
 	s.Env.Test(t, f)
@@ -110,22 +110,25 @@ func TestInterrupted(t *testing.T) {
 
 // snapshot is what a refused or recovered rollout must leave unchanged:
 // the cluster's containers, the version in its ClusterConfiguration, how
-// many control planes run each version, and which nodes are cordoned.
+// many control planes run each version, which nodes are cordoned, and the
+// rollout record.
 func snapshot(ctx context.Context, t *testing.T) string {
 	g := NewWithT(t)
 	var b strings.Builder
-	v, err := s.Cluster.KubernetesVersion(ctx)
+	v, err := rollout.ClusterVersion(ctx, s.Cluster)
 	g.Expect(err).NotTo(HaveOccurred())
-	b.WriteString("ClusterConfiguration " + v + "\n")
+	b.WriteString("ClusterConfiguration " + v.String() + "\n")
 	versions, err := rollout.NodeVersions(ctx, s.Cluster)
 	g.Expect(err).NotTo(HaveOccurred())
-	count := map[string]int{}
+	var running []string
 	for _, v := range versions {
-		count[v]++
+		running = append(running, "control plane "+v.String()+"\n")
 	}
-	for v, n := range count {
-		b.WriteString(strings.Repeat("control plane "+v+"\n", n))
-	}
+	slices.Sort(running)
+	b.WriteString(strings.Join(running, ""))
+	rec, err := rollout.LoadRecord(s.Cluster)
+	g.Expect(err).NotTo(HaveOccurred())
+	fmt.Fprintf(&b, "rollout record %+v\n", rec)
 	names, err := docker.Containers(ctx, "label=io.x-k8s.kind.cluster="+s.Cluster.Name)
 	g.Expect(err).NotTo(HaveOccurred())
 	b.WriteString("containers " + strings.Join(names, ",") + "\n")
@@ -168,9 +171,4 @@ func (w *watchWriter) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.buf.String()
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

@@ -17,7 +17,7 @@ import (
 // container exits; the same Job with the helper as a regular container
 // does not - the reason to migrate.
 func TestJobs(t *testing.T) {
-	f := features.New("jobs").
+	f := features.New("jobs").WithLabel("area", "sidecar").
 		Assess("a Job with a native sidecar completes; with a regular helper it never does", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			for _, w := range workers(ctx, t) {
 				jobs(ctx, t, w)
@@ -67,6 +67,6 @@ func jobs(ctx context.Context, t *testing.T, w worker) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(pods.Items).To(HaveLen(1))
 	state := containerStates(&pods.Items[0])
-	s.Report(t, "measured", "%s (kubelet %s): the Job with a native sidecar completed %s after creation; the Job with the helper as a regular container was still running %s after creation (%s)",
+	s.Measured(t, "%s (kubelet %s): the Job with a native sidecar completed %s after creation; the Job with the helper as a regular container was still running %s after creation (%s)",
 		w.Name, w.Version, latency.Round(time.Second), time.Since(legacy.CreationTimestamp.Time).Round(time.Second), state)
 }

@@ -20,7 +20,7 @@ import (
 // expansion, and a rollback returns every migrated Deployment to its
 // legacy template.
 func TestMigration(t *testing.T) {
-	f := features.New("migration in batches").
+	f := features.New("migration in batches").WithLabel("area", "sidecar").
 		Assess("a breach stops the expansion; the rollback restores the legacy templates", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			g := NewWithT(t)
 			cs := client(t)
@@ -52,7 +52,7 @@ func TestMigration(t *testing.T) {
 			results, err := m.Run(ctx)
 			g.Expect(err).NotTo(HaveOccurred())
 			for i, r := range results {
-				s.Report(t, "measured", "migration batch %d %v: rolled out in %s, %d restarts; breach: %q", i+1, r.Targets, r.Took.Round(100*time.Millisecond), r.Restarts, r.Breach)
+				s.Measured(t, "migration batch %d %v: rolled out in %s, %d restarts; breach: %q", i+1, r.Targets, r.Took.Round(100*time.Millisecond), r.Restarts, r.Breach)
 			}
 			g.Expect(results).To(HaveLen(2), "the expansion stops at the breaching batch")
 			g.Expect(results[0].Breach).To(BeEmpty())
@@ -73,7 +73,7 @@ func TestMigration(t *testing.T) {
 					HaveField("Status.UpdatedReplicas", BeEquivalentTo(1)), HaveField("Status.AvailableReplicas", BeEquivalentTo(1)),
 					HaveField("Status.Replicas", BeEquivalentTo(1))), "%s rolled back", tg)
 			}
-			s.Report(t, "measured", "rollback: %d Deployments on their legacy template again (hash, ports, volumes, service account as before)", len(targets))
+			s.Measured(t, "rollback: %d Deployments on their legacy template again (hash, ports, volumes, service account as before)", len(targets))
 			return ctx
 		}).Feature()
 	s.Env.Test(t, f)

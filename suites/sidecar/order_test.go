@@ -18,7 +18,7 @@ import (
 // TestStartOrder: the app starts only after its native sidecar has
 // started, and, when a startup probe gates the sidecar, after it is ready.
 func TestStartOrder(t *testing.T) {
-	f := features.New("start order").
+	f := features.New("start order").WithLabel("area", "sidecar").
 		Assess("the app starts after the sidecar is ready (startup probe), on every kubelet", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			for _, w := range workers(ctx, t) {
 				startOrder(ctx, t, w, true)
@@ -66,10 +66,10 @@ func startOrder(ctx context.Context, t *testing.T, w worker, probe bool) {
 		g.Expect(ok).To(BeTrue(), "the sidecar loaded its configuration")
 		g.Expect(appStart).To(BeTemporally(">", ready), "the app started after the sidecar was ready")
 		g.Expect(ev).To(ContainElement(HaveField("What", "start proxy-ready=true")))
-		s.Report(t, "measured", "%s (kubelet %s): sidecar ready %s after it started; app started %s after it was ready",
+		s.Measured(t, "%s (kubelet %s): sidecar ready %s after it started; app started %s after it was ready",
 			w.Name, w.Version, ready.Sub(proxyStart).Round(time.Millisecond), appStart.Sub(ready).Round(time.Millisecond))
 	} else {
-		s.Report(t, "measured", "%s (kubelet %s), no startup probe: app started %s after the sidecar started (%s)",
+		s.Measured(t, "%s (kubelet %s), no startup probe: app started %s after the sidecar started (%s)",
 			w.Name, w.Version, appStart.Sub(proxyStart).Round(time.Millisecond), ev[len(ev)-1].What)
 	}
 }

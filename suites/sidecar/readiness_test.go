@@ -21,7 +21,7 @@ import (
 // TestReadiness: a native sidecar's readiness gates its Pod's, and a
 // sidecar that crashes is restarted alone.
 func TestReadiness(t *testing.T) {
-	f := features.New("readiness and restarts").
+	f := features.New("readiness and restarts").WithLabel("area", "sidecar").
 		Assess("a sidecar that never turns ready keeps its Pod out of the Service and halts the rollout", readinessHalts).
 		Assess("a sidecar that crashes is restarted alone, on every kubelet", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			for _, w := range workers(ctx, t) {
@@ -100,7 +100,7 @@ func readinessHalts(ctx context.Context, t *testing.T, _ *envconf.Config) contex
 			g.Expect(serving[ip]).To(BeTrue(), "the old Pod (%s) still is", ip)
 		}
 	}
-	s.Report(t, "measured", "a sidecar that never turns ready: Deployment halted (ProgressDeadlineExceeded, %d available); new Pod %s not a ready endpoint (%s)",
+	s.Measured(t, "a sidecar that never turns ready: Deployment halted (ProgressDeadlineExceeded, %d available); new Pod %s not a ready endpoint (%s)",
 		halted.Status.AvailableReplicas, newPod.Name, containerStates(&newPod))
 	return ctx
 }
@@ -136,6 +136,6 @@ func crashAlone(ctx context.Context, t *testing.T, w worker) {
 	}
 	g.Expect(starts).To(Equal(2), "the sidecar started, crashed and started again")
 	crashed, _ := fixtures.First(ev, "proxy", "crash")
-	s.Report(t, "measured", "%s (kubelet %s): the sidecar crashed at %s and was restarted alone (restarts: sidecar %d, app %d)",
+	s.Measured(t, "%s (kubelet %s): the sidecar crashed at %s and was restarted alone (restarts: sidecar %d, app %d)",
 		w.Name, w.Version, crashed.UTC().Format("15:04:05.000"), after.Status.InitContainerStatuses[0].RestartCount, app.RestartCount)
 }

@@ -17,7 +17,7 @@ import (
 // them, follow the sidecar rules: sidecars add to the app and to every
 // init container after them; plain init containers take the max.
 func TestResources(t *testing.T) {
-	f := features.New("resources").
+	f := features.New("resources").WithLabel("area", "sidecar").
 		Assess("ResourceQuota charges the sidecar formula, native and legacy alike", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			g := NewWithT(t)
 			ns := namespace(ctx, t, nil)
@@ -66,7 +66,7 @@ func TestResources(t *testing.T) {
 				}).WithTimeout(30*time.Second).Should(BeZero(), "quota charges the %s Pod %s cpu", c.name, c.cpu)
 				mem, cpu := used[corev1.ResourceRequestsMemory], used[corev1.ResourceRequestsCPU]
 				g.Expect(mem.Cmp(wantMem)).To(BeZero(), "memory charged %s, want %s", mem.String(), c.memory)
-				s.Report(t, "measured", "%s helper: ResourceQuota charged requests.cpu=%s requests.memory=%s (formula %s, %s)", c.name, cpu.String(), mem.String(), c.cpu, c.memory)
+				s.Measured(t, "%s helper: ResourceQuota charged requests.cpu=%s requests.memory=%s (formula %s, %s)", c.name, cpu.String(), mem.String(), c.cpu, c.memory)
 				g.Expect(cs.CoreV1().Pods(ns).Delete(ctx, c.name, metav1.DeleteOptions{})).To(Succeed())
 				waitGone(ctx, t, ns, c.name, 2*time.Minute)
 			}

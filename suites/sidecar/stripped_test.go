@@ -30,7 +30,7 @@ import (
 // anything rolls out, and both ways it fails are shown.
 func TestStrippedField(t *testing.T) {
 	var target string
-	f := features.New("a webhook strips restartPolicy").
+	f := features.New("a webhook strips restartPolicy").WithLabel("area", "sidecar").
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			target = deployStripper(ctx, t)
 			return ctx
@@ -46,7 +46,7 @@ func TestStrippedField(t *testing.T) {
 			}).WithTimeout(2*time.Minute).WithPolling(2*time.Second).ShouldNot(BeEmpty(), "the webhook in the path")
 			_, err := client(t).CoreV1().Pods(target).Get(ctx, pod.Name, metav1.GetOptions{})
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the dry run created nothing")
-			s.Report(t, "measured", "preflight (server-side dry run) through the stripping webhook: %v lost", lost)
+			s.Measured(t, "preflight (server-side dry run) through the stripping webhook: %v lost", lost)
 			return ctx
 		}).
 		Assess("a sidecar with probes is rejected by the API", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
@@ -54,7 +54,7 @@ func TestStrippedField(t *testing.T) {
 			_, err := client(t).CoreV1().Pods(target).Create(ctx, nativePod(ctx, t, target, "with-probes", true), metav1.CreateOptions{})
 			g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want 422 Invalid, got %v", err)
 			g.Expect(err.Error()).To(ContainSubstring("startupProbe"))
-			s.Report(t, "measured", "a stripped sidecar with a startup probe: %v", err)
+			s.Measured(t, "a stripped sidecar with a startup probe: %v", err)
 			return ctx
 		}).
 		Assess("a sidecar without probes leaves the Pod stuck in Init", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
@@ -73,7 +73,7 @@ func TestStrippedField(t *testing.T) {
 				HaveField("Status.ContainerStatuses", HaveEach(HaveField("State.Running", BeNil()))),
 			), "the app never starts")
 			p, _ := client(t).CoreV1().Pods(target).Get(ctx, pod.Name, metav1.GetOptions{})
-			s.Report(t, "measured", "a stripped sidecar without probes: Pod %s after 20 s (%s)", p.Status.Phase, containerStates(p))
+			s.Measured(t, "a stripped sidecar without probes: Pod %s after 20 s (%s)", p.Status.Phase, containerStates(p))
 			return ctx
 		}).Feature()
 	s.Env.Test(t, f)

@@ -1,27 +1,15 @@
-package cli
+package main
 
 import (
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/harness/version"
 )
-
-func parseVersions(in []string) ([]*version.Version, error) {
-	var out []*version.Version
-	for _, s := range in {
-		v, err := nodeimage.ParseVersion(s)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, nil
-}
 
 type upFlags struct {
 	profile, name, version, imageSource string
@@ -34,6 +22,7 @@ func upCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Create a cluster from a profile",
+		Args:  cobra.NoArgs,
 		Example: `  skewer up --profile ha --version v1.35.4
   skewer up --profile ha --version v1.35.4 --control-plane-versions v1.35.4,v1.35.4,v1.36.3`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -79,13 +68,19 @@ func specFromFlags(f upFlags) (*cluster.Spec, error) {
 		spec.Name = f.name
 	}
 	if f.version != "" {
-		spec.Version = f.version
+		if spec.Version, err = version.Parse(f.version); err != nil {
+			return nil, err
+		}
 	}
 	if len(f.cpVersions) > 0 {
-		spec.ControlPlaneVersions = f.cpVersions
+		if spec.ControlPlaneVersions, err = version.ParseList(f.cpVersions); err != nil {
+			return nil, err
+		}
 	}
 	if len(f.workerVersions) > 0 {
-		spec.WorkerVersions = f.workerVersions
+		if spec.WorkerVersions, err = version.ParseList(f.workerVersions); err != nil {
+			return nil, err
+		}
 	}
 	return spec, spec.Validate()
 }
@@ -95,6 +90,7 @@ func downCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "down",
 		Short: "Delete a cluster: its containers, its network entries and its kubeconfig",
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			start := time.Now()
 			c, err := cluster.Open(cmd.Context(), name, cluster.Options{Out: cmd.ErrOrStderr()})

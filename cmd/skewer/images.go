@@ -1,4 +1,4 @@
-package cli
+package main
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/harness/version"
 	"github.com/skewer-k8s/skewer/internal/docker"
 )
 
@@ -20,7 +21,7 @@ func imagesCommand() *cobra.Command {
 			if len(versions) == 0 {
 				return fmt.Errorf("--version is required (e.g. --version v1.36.3)")
 			}
-			vs, err := parseVersions(versions)
+			vs, err := version.ParseList(versions)
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/skewer-k8s/skewer/harness/certification"
+	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/harness/report"
+	"github.com/skewer-k8s/skewer/harness/rollout"
+	"github.com/skewer-k8s/skewer/internal/source"
+)
+
+type certifyFlags struct {
+	from, to, strategy, out, waivers, name, profile, imageSource string
+	only, skip                                                   []string
+	strict, retain, dryRun, list                                 bool
+}
+
+func certifyCommand() *cobra.Command {
+	var f certifyFlags
+	cmd := &cobra.Command{
+		Use:   "certify",
+		Short: "Certify a version pair: every promise of the catalogue judged on real kind clusters, and a report to publish",
+		Long: `certify takes an HA cluster at --from through the upgrade to --to, one cluster per strategy:
+surge (one control plane at --to, the mixed window, a rollback under traffic, then through under
+the same traffic) and in-place (kubeadm upgrades each control plane where it stands, under traffic).
+Every promise of the catalogue gets one verdict per strategy: pass, fail, waived (a documented
+upstream behaviour, with its reference) or skipped (with the reason). --out receives results.json
+(its schema: harness/report/results.schema.json), junit.xml, summary.md and report.html.
+
+The pair is checked before anything is built or created: adjacent minors, forward. The exit status
+is 1 when any promise failed.`,
+		Args: cobra.NoArgs,
+		Example: `  skewer certify --from v1.35.4 --to v1.36.3
+  skewer certify --from v1.36.3 --to v1.37.2 --strategy surge --out results/
+  skewer certify --from v1.35.4 --to v1.36.3 --dry-run
+  skewer certify --list`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.list {
+				return listCatalogue(cmd.OutOrStdout())
+			}
+			in, err := certifyInput(f, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			if f.dryRun {
+				printPlan(cmd.OutOrStdout(), in)
+				return nil
+			}
+			res, err := certification.Run(cmd.Context(), in)
+			if res != nil {
+				if werr := res.Write(f.out); werr != nil {
+					return errors.Join(err, werr)
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s\nresults in %s (results.json, junit.xml, summary.md, report.html)\n", res.Summary(), f.out)
+			}
+			if err != nil {
+				return err
+			}
+			if res.Outcome == certify.Fail {
+				return fmt.Errorf("certification of %s failed: %d promise(s) failed (%s)", in.Pair, res.Counts()[certify.Fail], filepath.Join(f.out, report.SummaryFile))
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.from, "from", "", "the version the clusters start at (required)")
+	fl.StringVar(&f.to, "to", "", "the next minor's version they upgrade to (required)")
+	fl.StringVar(&f.strategy, "strategy", "both", "surge, in-place or both")
+	fl.StringVar(&f.out, "out", "skewer-results", "directory for results.json, junit.xml, summary.md and report.html")
+	fl.StringSliceVar(&f.only, "only", nil, "judge only these promise IDs (the rest are skipped)")
+	fl.StringSliceVar(&f.skip, "skip", nil, "leave these promise IDs out")
+	fl.StringVar(&f.waivers, "waivers", "", "a file of your own waivers, added to the repository's (clusters/waivers/upstream.yaml)")
+	fl.BoolVar(&f.strict, "strict", false, "refuse every waiver: documented upstream behaviour fails its promise too")
+	fl.BoolVar(&f.retain, "retain", false, "keep each run's cluster")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "check the input and print what each run would judge; build and create nothing")
+	fl.BoolVar(&f.list, "list", false, "print the catalogue of promises and exit")
+	fl.StringVar(&f.name, "name", "skewer-certify", "cluster name prefix (each run adds -<strategy>)")
+	fl.StringVar(&f.profile, "profile", "ha", "the cluster profile each run starts from (3 control planes)")
+	fl.StringVar(&f.imageSource, "image-source", "build", "where node images come from: build (local, else built offline), local, or pull")
+	return cmd
+}
+
+// certifyInput checks every flag before anything is built or created.
+func certifyInput(f certifyFlags, progress io.Writer) (certification.Input, error) {
+	if f.from == "" || f.to == "" {
+		return certification.Input{}, errors.New("certify needs --from and --to, e.g. --from v1.35.4 --to v1.36.3")
+	}
+	pair, err := certify.ParsePair(f.from, f.to)
+	if err != nil {
+		return certification.Input{}, err
+	}
+	var strategies []rollout.Strategy
+	if f.strategy == "both" {
+		strategies = []rollout.Strategy{rollout.StrategySurge, rollout.StrategyInPlace}
+	} else {
+		s, err := rollout.ParseStrategy(f.strategy)
+		if err != nil {
+			return certification.Input{}, fmt.Errorf("--strategy: %w (or both)", err)
+		}
+		strategies = []rollout.Strategy{s}
+	}
+	root, err := source.Root()
+	if err != nil {
+		return certification.Input{}, err
+	}
+	files := []string{filepath.Join(root, certify.UpstreamFile)}
+	if f.waivers != "" {
+		files = append(files, f.waivers)
+	}
+	ws, err := certify.LoadWaivers(files...)
+	if err != nil {
+		return certification.Input{}, err
+	}
+	path, err := cluster.FindProfile(f.profile)
+	if err != nil {
+		return certification.Input{}, err
+	}
+	spec, err := cluster.LoadProfile(path)
+	if err != nil {
+		return certification.Input{}, err
+	}
+	src, err := nodeimage.ParseSource(f.imageSource)
+	if err != nil {
+		return certification.Input{}, err
+	}
+	in := certification.Input{
+		Pair: pair, Strategies: strategies, Only: ids(f.only), Skip: ids(f.skip), Waivers: ws, Strict: f.strict,
+		Profile: spec, Name: f.name, Images: &nodeimage.Resolver{Source: src, Out: progress},
+		Retain: f.retain, Out: progress, Tool: toolInfo(),
+	}
+	return in, in.Validate()
+}
+
+func ids(s []string) []certify.ID {
+	var out []certify.ID
+	for _, v := range s {
+		out = append(out, certify.ID(strings.TrimSpace(v)))
+	}
+	return out
+}
+
+func listCatalogue(w io.Writer) error {
+	for _, p := range certify.Catalogue() {
+		if _, err := fmt.Fprintf(w, "%-38s %s\n", p.ID, p.Statement); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// printPlan says, per strategy, what a run would judge and why the rest
+// is skipped, grouped by reason.
+func printPlan(w io.Writer, in certification.Input) {
+	fmt.Fprintf(w, "certify %s\n", in.Pair)
+	plan := certification.Plan(in)
+	for _, s := range in.Strategies {
+		var judged []string
+		skipped := map[string][]string{}
+		for _, v := range plan[s] {
+			if v.Outcome == certify.Skipped {
+				skipped[v.Reason] = append(skipped[v.Reason], string(v.ID))
+			} else {
+				judged = append(judged, string(v.ID))
+			}
+		}
+		fmt.Fprintf(w, "\n%s run on cluster %s-%s: judges %d promise(s)\n  %s\n", s, in.Name, s, len(judged), strings.Join(judged, "\n  "))
+		var reasons []string
+		for r := range skipped {
+			reasons = append(reasons, r)
+		}
+		sort.Strings(reasons)
+		for _, r := range reasons {
+			fmt.Fprintf(w, "skipped, %s:\n  %s\n", r, strings.Join(skipped[r], "\n  "))
+		}
+	}
+}
+
+// toolInfo is skewer's module version and what it was built with.
+func toolInfo() report.Tool {
+	t := report.Tool{Version: "(devel)", Go: runtime.Version(), Kind: "unknown"}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			t.Version = bi.Main.Version
+		}
+		for _, d := range bi.Deps {
+			if d.Path == "sigs.k8s.io/kind" {
+				t.Kind = d.Version
+			}
+		}
+	}
+	return t
+}

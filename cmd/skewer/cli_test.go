@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Bad input gets one line naming the problem and a non-zero exit, before
+// anything (Docker included) is touched.
+func TestUpRejectsBadInputWithOneLine(t *testing.T) {
+	dir := t.TempDir()
+	malformed := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(malformed, []byte("name: x\ncontrolPlanes: [\n"), 0o644)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"up", "--profile", "ha", "--version", "v1.36"}, "invalid Kubernetes version"},
+		{[]string{"up", "--profile", "ha", "--control-plane-versions", "v1.35.4,v1.37.2"}, "more than one minor apart"},
+		{[]string{"up", "--profile", "ha", "--worker-versions", "v1.36.3"}, "newer than apiserver"},
+		{[]string{"up", "--profile", "nosuchprofile"}, `no profile "nosuchprofile"`},
+		{[]string{"up", "--profile", malformed}, "malformed profile"},
+		{[]string{"up", "--profile", "ha", "--image-source", "registry"}, "invalid image source"},
+		{[]string{"up", "--profile", "ha", "--name", "Not_A_Name"}, "invalid cluster name"},
+		{[]string{"images", "build"}, "--version is required"},
+		{[]string{"images", "build", "--version", "v1.36.3,latest"}, "invalid Kubernetes version"},
+		{[]string{"rollout"}, "--to is required"},
+		{[]string{"rollout", "--to", "v1.36"}, "invalid Kubernetes version"},
+		{[]string{"rollout", "--to", "v1.36.3", "--strategy", "blue-green"}, "unknown strategy"},
+		{[]string{"rollout", "--to", "v1.36.3", "--image-source", "registry"}, "invalid image source"},
+		{[]string{"rollback", "--to", "1.36"}, "invalid Kubernetes version"},
+		{[]string{"down", "extra-arg"}, "unknown command"},
+		{[]string{"certify", "--to", "v1.36.3"}, "needs --from and --to"},
+		{[]string{"certify", "--from", "v1.36.3", "--to", "v1.35.4"}, "goes backwards"},
+		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.37.2"}, "not an adjacent pair"},
+		{[]string{"certify", "--from", "v1.35", "--to", "v1.36.3"}, "invalid Kubernetes version"},
+		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--strategy", "blue-green"}, "unknown strategy"},
+		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--only", "mvp.route.verbz"}, "not a promise of the catalogue"},
+		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--waivers", "/nonexistent/waivers.yaml"}, "failed to read waivers"},
+		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--profile", malformed}, "malformed profile"},
+		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--profile", "sidecar"}, "a rolling replacement needs 3"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := Run(context.Background(), tc.args, &stdout, &stderr)
+			if code == 0 {
+				t.Fatalf("exit 0, want failure; stderr %q", stderr.String())
+			}
+			lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+			if len(lines) != 1 || !strings.Contains(lines[0], tc.want) {
+				t.Fatalf("stderr %q: want one line containing %q", stderr.String(), tc.want)
+			}
+		})
+	}
+}
+
+// --dry-run checks the input and says what each run judges, creating
+// nothing; --list prints the catalogue.
+func TestCertifyPlans(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := Run(context.Background(), []string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--strategy", "in-place", "--skip", "rollout.versions", "--dry-run"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{
+		"certify v1.35.4 -> v1.36.3",
+		"in-place run on cluster skewer-certify-in-place: judges 4 promise(s)",
+		"skipped, left out by --skip:\n  rollout.versions",
+		"skipped, the in-place run does not check it; the surge run does:\n  mvp.discovery.converges\n  rollout.rollback",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "surge run on") {
+		t.Errorf("--strategy in-place plans a surge run:\n%s", out)
+	}
+	stdout.Reset()
+	if code := Run(context.Background(), []string{"certify", "--list"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("--list: exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "mvp.route.verbs") || strings.Count(stdout.String(), "\n") < 40 {
+		t.Errorf("--list:\n%s", stdout.String())
+	}
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/harness/rollout"
+	"github.com/skewer-k8s/skewer/harness/version"
+)
+
+type rolloutFlags struct {
+	name, strategy, imageSource string
+	to                          version.Version
+	pauseAfter                  int
+}
+
+func rolloutCommand() *cobra.Command {
+	var f rolloutFlags
+	cmd := &cobra.Command{
+		Use:     "rollout",
+		Short:   "Replace the control planes with --to, one at a time",
+		Example: "  skewer rollout --to v1.36.3 --pause-after 1",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.to.IsZero() {
+				return fmt.Errorf("--to is required (e.g. --to v1.36.3)")
+			}
+			strategy, err := rollout.ParseStrategy(f.strategy)
+			if err != nil {
+				return err
+			}
+			return move(cmd, f, func(ctx context.Context, c *cluster.Cluster, images *nodeimage.Resolver, r *rollout.Runner) error {
+				return rollout.Roll(ctx, c, rollout.RollInput{To: f.to, Strategy: strategy, PauseAfter: f.pauseAfter, Images: images, Runner: r})
+			})
+		},
+	}
+	cmd.Flags().StringVar(&f.name, "name", "skewer-ha", "cluster name")
+	cmd.Flags().Var(&f.to, "to", "target Kubernetes version")
+	cmd.Flags().StringVar(&f.strategy, "strategy", "surge", "surge (join new, remove old) or in-place (kubeadm upgrade)")
+	cmd.Flags().IntVar(&f.pauseAfter, "pause-after", 0, "stop after this many control planes (0: all), holding the mixed window")
+	cmd.Flags().StringVar(&f.imageSource, "image-source", "build", "where the target node image comes from: build, local or pull")
+	return cmd
+}
+
+func rollbackCommand() *cobra.Command {
+	var f rolloutFlags
+	cmd := &cobra.Command{
+		Use:   "rollback",
+		Short: "Return every control plane to the version the last rollout started from",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return move(cmd, f, func(ctx context.Context, c *cluster.Cluster, images *nodeimage.Resolver, r *rollout.Runner) error {
+				return rollout.Rollback(ctx, c, rollout.RollbackInput{To: f.to, Images: images, Runner: r})
+			})
+		},
+	}
+	cmd.Flags().StringVar(&f.name, "name", "skewer-ha", "cluster name")
+	cmd.Flags().Var(&f.to, "to", "version to return to (default: where the last rollout started)")
+	cmd.Flags().StringVar(&f.imageSource, "image-source", "build", "where the node image comes from: build, local or pull")
+	return cmd
+}
+
+// move runs a rollout or a rollback and says, whatever happens, which
+// control plane runs what, and how to recover from a failure.
+func move(cmd *cobra.Command, f rolloutFlags, do func(context.Context, *cluster.Cluster, *nodeimage.Resolver, *rollout.Runner) error) error {
+	ctx, out := cmd.Context(), cmd.ErrOrStderr()
+	src, err := nodeimage.ParseSource(f.imageSource)
+	if err != nil {
+		return err
+	}
+	c, err := cluster.Open(ctx, f.name, cluster.Options{Out: out})
+	if err != nil {
+		return err
+	}
+	before, err := rollout.Census(ctx, c)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "control planes before:\n%s", rollout.Describe(before))
+	start := time.Now()
+	runner := &rollout.Runner{Out: out}
+	err = do(ctx, c, &nodeimage.Resolver{Source: src, Out: out}, runner)
+	if len(runner.Steps) == 0 && err != nil {
+		return err // refused: nothing changed, nothing to report
+	}
+	// A fresh context: the census after an interruption is what the user needs most.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if after, cerr := rollout.Census(actx, c); cerr == nil {
+		fmt.Fprintf(out, "control planes after:\n%s", rollout.Describe(after))
+	}
+	if err != nil {
+		return &hinted{err: err, hint: "recover with: skewer rollback --name " + f.name}
+	}
+	fmt.Fprintf(out, "done in %s\n", time.Since(start).Round(time.Second))
+	return nil
+}

@@ -1,0 +1,110 @@
+package certification
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/harness/report"
+	"github.com/skewer-k8s/skewer/harness/rollout"
+)
+
+func input(t *testing.T) Input {
+	t.Helper()
+	pair, err := certify.ParsePair("v1.35.4", "v1.36.3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Input{Pair: pair, Strategies: []rollout.Strategy{rollout.StrategySurge, rollout.StrategyInPlace},
+		Profile: &cluster.Spec{Name: "ha", ControlPlanes: 3, Workers: 1}, Name: "skewer-certify",
+		Images: &nodeimage.Resolver{}, Out: io.Discard}
+}
+
+func TestValidate(t *testing.T) {
+	if err := input(t).Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*Input)
+		want string
+	}{
+		{"no strategy", func(in *Input) { in.Strategies = nil }, "no strategy"},
+		{"an unknown promise", func(in *Input) { in.Skip = []certify.ID{"rollout.nope"} }, `"rollout.nope" is not a promise`},
+		{"a single control plane", func(in *Input) { in.Profile.ControlPlanes = 1 }, "needs 3"},
+		{"no images", func(in *Input) { in.Images = nil }, "image resolver"},
+	} {
+		in := input(t)
+		tc.edit(&in)
+		if err := in.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// Verdicts for one promise merge to the worst: a failure stays, a waiver
+// outweighs a pass, passes gather their evidence.
+func TestJudgeMerges(t *testing.T) {
+	in := input(t)
+	in.Waivers = certify.Waivers{"rollout.membership": {ID: "rollout.membership", Observed: "x", Reason: "y", Reference: "https://example.org/z"}}
+	r := &run{in: in, out: io.Discard}
+	pass := func(ev string) certify.Verdict {
+		return certify.Verdict{ID: "rollout.versions", Outcome: certify.Pass, Evidence: []string{ev}}
+	}
+	r.judge(pass("after one"))
+	r.judge(pass("after two"))
+	if got := r.verdicts["rollout.versions"]; got.Outcome != certify.Pass || len(got.Evidence) != 2 {
+		t.Errorf("two passes: %+v", got)
+	}
+	r.judge(certify.Verdict{ID: "rollout.versions", Outcome: certify.Fail, Reason: "one at v1.35.4"})
+	r.judge(pass("after three"))
+	if got := r.verdicts["rollout.versions"]; got.Outcome != certify.Fail || got.Reason != "one at v1.35.4" {
+		t.Errorf("a failure then a pass: %+v", got)
+	}
+	r.judge(certify.Verdict{ID: "rollout.membership", Outcome: certify.Fail, Reason: "an extra etcd member"})
+	if got := r.verdicts["rollout.membership"]; got.Outcome != certify.Waived {
+		t.Errorf("a waived failure: %+v", got)
+	}
+	r.in.Strict = true
+	r.judge(certify.Verdict{ID: "rollout.membership", Outcome: certify.Fail, Reason: "an extra etcd member"})
+	if got := r.verdicts["rollout.membership"]; got.Outcome != certify.Fail {
+		t.Errorf("strict: %+v", got)
+	}
+}
+
+// A run with nothing selected makes no cluster and skips every promise
+// with its reason; the results still validate.
+func TestNothingSelectedMakesNoCluster(t *testing.T) {
+	in := input(t)
+	in.Only = []certify.ID{"sidecar.job.completes"}
+	res := report.New(in.Pair, report.Tool{Version: "test", Go: "go", Kind: "v0"}, t0())
+	for _, s := range in.Strategies {
+		r := &run{in: in, strategy: s, out: io.Discard}
+		r.judgeAll(context.Background())
+		if r.c != nil || len(r.phases) != 0 {
+			t.Fatalf("%s: a run with nothing to judge made a cluster or ran phases: %v", s, r.phases)
+		}
+		res.Runs = append(res.Runs, r.result())
+	}
+	if err := res.Finish(t0()); err != nil {
+		t.Fatal(err)
+	}
+	if c := res.Counts(); c[certify.Skipped] != 2*len(certify.Catalogue()) {
+		t.Errorf("counts %v", c)
+	}
+	for _, p := range res.Runs[0].Promises {
+		if p.ID == "sidecar.job.completes" && !strings.Contains(p.Reason, "suites/sidecar") {
+			t.Errorf("selected but not run by certify: %q", p.Reason)
+		}
+		if p.ID == "rollout.versions" && p.Reason != "not among --only" {
+			t.Errorf("not selected: %q", p.Reason)
+		}
+	}
+}
+
+func t0() time.Time { return time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC) }

@@ -1,0 +1,189 @@
+package certification
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/discovery"
+	"github.com/skewer-k8s/skewer/harness/rollout"
+	"github.com/skewer-k8s/skewer/harness/version"
+	"github.com/skewer-k8s/skewer/harness/wait"
+)
+
+// fail is a failed verdict that says what went wrong.
+func fail(id certify.ID, format string, args ...any) certify.Verdict {
+	return certify.Verdict{ID: id, Outcome: certify.Fail, Reason: fmt.Sprintf(format, args...)}
+}
+
+// MarkBefore makes an object the end of the transitions must find intact.
+func MarkBefore(ctx context.Context, c *cluster.Cluster, from version.Version) (*corev1.ConfigMap, error) {
+	cs, err := c.Client()
+	if err != nil {
+		return nil, err
+	}
+	return cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "skewer-before-"}, Data: map[string]string{"from": from.String()}}, metav1.CreateOptions{})
+}
+
+// Intact says how before differs from what the cluster holds now; a nil
+// before (a run that began mid-transition made none) has nothing to differ.
+func Intact(ctx context.Context, c *cluster.Cluster, before *corev1.ConfigMap) error {
+	if before == nil {
+		return nil
+	}
+	cs, err := c.Client()
+	if err != nil {
+		return err
+	}
+	got, err := cs.CoreV1().ConfigMaps(before.Namespace).Get(ctx, before.Name, metav1.GetOptions{})
+	switch {
+	case err != nil:
+		return fmt.Errorf("ConfigMap %s from before: %w", before.Name, err)
+	case got.UID != before.UID:
+		return fmt.Errorf("ConfigMap %s has UID %s, made as %s", before.Name, got.UID, before.UID)
+	case fmt.Sprint(got.Data) != fmt.Sprint(before.Data):
+		return fmt.Errorf("ConfigMap %s holds %v, made with %v", before.Name, got.Data, before.Data)
+	}
+	return nil
+}
+
+// CheckMembership judges rollout.membership after a step: etcd members,
+// identity leases and load-balancer backends equal the control planes.
+func CheckMembership(ctx context.Context, c *cluster.Cluster, after string) certify.Verdict {
+	if err := rollout.CheckMembership(ctx, c); err != nil {
+		return fail("rollout.membership", "after %s: %v", after, err)
+	}
+	return certify.Verdict{ID: "rollout.membership", Outcome: certify.Pass, Evidence: []string{"after " + after}}
+}
+
+// allAt says which control planes' own apiservers report another version
+// than want.
+func allAt(ctx context.Context, c *cluster.Cluster, want version.Version) (map[string]version.Version, error) {
+	versions, err := rollout.NodeVersions(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	var off []string
+	for n, v := range versions {
+		if v != want {
+			off = append(off, n+" at "+v.String())
+		}
+	}
+	if len(off) > 0 {
+		sort.Strings(off)
+		return versions, fmt.Errorf("not at %s: %s", want, strings.Join(off, ", "))
+	}
+	return versions, nil
+}
+
+// CheckVersions judges rollout.versions: every control plane's own
+// apiserver reports want, and the object from before is intact.
+func CheckVersions(ctx context.Context, c *cluster.Cluster, want version.Version, before *corev1.ConfigMap) certify.Verdict {
+	versions, err := allAt(ctx, c, want)
+	if err == nil {
+		err = Intact(ctx, c, before)
+	}
+	if err != nil {
+		return fail("rollout.versions", "%v", err)
+	}
+	return certify.Verdict{ID: "rollout.versions", Outcome: certify.Pass, Evidence: []string{fmt.Sprint(versions)}}
+}
+
+// CheckRollback judges rollout.rollback: every control plane back at from,
+// the rollout record gone, the object from before intact.
+func CheckRollback(ctx context.Context, c *cluster.Cluster, from version.Version, before *corev1.ConfigMap) certify.Verdict {
+	versions, err := allAt(ctx, c, from)
+	if err == nil {
+		err = Intact(ctx, c, before)
+	}
+	if err == nil {
+		var rec *rollout.Record
+		if rec, err = rollout.LoadRecord(c); err == nil && rec != nil {
+			err = fmt.Errorf("a finished rollback left its rollout record (from %s)", rec.From)
+		}
+	}
+	if err != nil {
+		return fail("rollout.rollback", "%v", err)
+	}
+	return certify.Verdict{ID: "rollout.rollback", Outcome: certify.Pass, Evidence: []string{fmt.Sprint(versions)}}
+}
+
+// CheckDiscovery judges mvp.discovery.converges in a mixed window: what
+// the apiservers at newer serve locally and the others do not is found by
+// comparing their discovery, and every apiserver's peer-merged discovery
+// must show all of it within its budget (certify/discovery-converges). It returns those resources and how
+// long the merged views took to show them.
+func CheckDiscovery(ctx context.Context, c *cluster.Cluster, newer version.Version) (certify.Verdict, []discovery.Resource, time.Duration) {
+	const id = "mvp.discovery.converges"
+	start := time.Now()
+	cps, err := c.ControlPlanes(ctx)
+	if err != nil {
+		return fail(id, "%v", err), nil, 0
+	}
+	versions, err := rollout.NodeVersions(ctx, c)
+	if err != nil {
+		return fail(id, "%v", err), nil, 0
+	}
+	clients := map[string]*kubernetes.Clientset{}
+	newLocal, oldLocal := discovery.Set{}, discovery.Set(nil)
+	for _, n := range cps {
+		cs, err := c.APIServerClient(ctx, n)
+		if err != nil {
+			return fail(id, "%v", err), nil, 0
+		}
+		clients[n.Name] = cs
+		local, err := discovery.Local(ctx, cs)
+		if err != nil {
+			return fail(id, "local discovery of %s: %v", n.Name, err), nil, 0
+		}
+		if versions[n.Name] == newer {
+			for k, r := range local {
+				newLocal[k] = r
+			}
+		} else if oldLocal == nil {
+			oldLocal = local
+		} else {
+			for k := range oldLocal {
+				if _, ok := local[k]; !ok {
+					delete(oldLocal, k)
+				}
+			}
+		}
+	}
+	if len(newLocal) == 0 || oldLocal == nil {
+		return fail(id, "not a mixed window: control planes %v", versions), nil, 0
+	}
+	only := discovery.OnlyIn(newLocal, oldLocal)
+	var lacking []string
+	err = wait.For(ctx, "certify/discovery-converges", "every apiserver's merged discovery to show what only "+newer.String()+" serves",
+		func(ctx context.Context) (bool, string, error) {
+			lacking = nil
+			for _, n := range cps {
+				merged, err := discovery.Merged(ctx, clients[n.Name])
+				if err != nil {
+					lacking = append(lacking, n.Name+": "+err.Error())
+					continue
+				}
+				for _, r := range only {
+					if _, ok := merged[r.Key()]; !ok {
+						lacking = append(lacking, n.Name+" lacks "+r.Key())
+					}
+				}
+			}
+			return len(lacking) == 0, strings.Join(lacking, "; "), nil
+		})
+	took := time.Since(start)
+	if err != nil {
+		return fail(id, "%v", err), only, took
+	}
+	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{fmt.Sprintf("%d resource(s) only %s serves, in every merged view after %s", len(only), newer, took.Round(100*time.Millisecond))}}, only, took
+}

@@ -1,0 +1,258 @@
+package certification
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/report"
+	"github.com/skewer-k8s/skewer/harness/rollout"
+	"github.com/skewer-k8s/skewer/harness/traffic"
+	"github.com/skewer-k8s/skewer/harness/version"
+)
+
+// run is one strategy's cluster, its timeline and its verdicts.
+type run struct {
+	in       Input
+	strategy rollout.Strategy
+	out      io.Writer
+	c        *cluster.Cluster
+	phases   []report.Phase
+	verdicts map[certify.ID]certify.Verdict
+	measured map[certify.ID][]string
+	// images are the node images Run resolved for both versions.
+	images map[version.Version]string
+	// newerOnly is a collection only To serves (its path), learned from
+	// discovery in the mixed window: the traffic's false-404 probe.
+	newerOnly string
+}
+
+// judge keeps a verdict, merged with one already there: a failure stays a
+// failure, a waiver outweighs a pass.
+func (r *run) judge(v certify.Verdict) {
+	v = r.in.Waivers.Apply(v, r.in.Strict)
+	if r.verdicts == nil {
+		r.verdicts = map[certify.ID]certify.Verdict{}
+	}
+	if old, ok := r.verdicts[v.ID]; ok && weight[old.Outcome] >= weight[v.Outcome] {
+		if v.Outcome == certify.Pass {
+			old.Evidence = append(old.Evidence, v.Evidence...)
+			r.verdicts[v.ID] = old
+		}
+		return
+	}
+	fmt.Fprintf(r.out, "  %s %s%s\n", v.ID, v.Outcome, map[bool]string{true: ": " + v.Reason}[v.Reason != ""])
+	r.verdicts[v.ID] = v
+}
+
+var weight = map[certify.Outcome]int{certify.Skipped: 0, certify.Pass: 1, certify.Waived: 2, certify.Fail: 3}
+
+func (r *run) measure(id certify.ID, format string, args ...any) {
+	if r.measured == nil {
+		r.measured = map[certify.ID][]string{}
+	}
+	text := fmt.Sprintf(format, args...)
+	fmt.Fprintf(r.out, "  measured: %s\n", text)
+	r.measured[id] = append(r.measured[id], text)
+}
+
+// phase runs fn as a span of the timeline. An error ends the run: the
+// promises the phase and the ones after it would have judged fail with it.
+func (r *run) phase(ctx context.Context, name string, fn func(context.Context) error) error {
+	start := time.Now()
+	fmt.Fprintf(r.out, "[%s] %s ...\n", r.strategy, name)
+	err := fn(ctx)
+	p := report.Phase{Name: name, Start: start, End: time.Now()}
+	if err != nil {
+		p.Error = err.Error()
+		fmt.Fprintf(r.out, "[%s] ✗ %s (%s): %v\n", r.strategy, name, p.End.Sub(start).Round(time.Second), err)
+	} else {
+		fmt.Fprintf(r.out, "[%s] ✓ %s (%s)\n", r.strategy, name, p.End.Sub(start).Round(time.Second))
+	}
+	r.phases = append(r.phases, p)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+// judgeAll takes the cluster through the strategy's phases. Whatever
+// happens, the cluster goes (unless retained) and every promise ends with
+// a verdict.
+func (r *run) judgeAll(ctx context.Context) {
+	plan := Plan(r.in)[r.strategy]
+	wanted := false
+	for _, v := range plan {
+		if v.Outcome != certify.Skipped {
+			wanted = true
+		}
+	}
+	var err error
+	if wanted {
+		err = r.transitions(ctx)
+		if r.c != nil && !r.in.Retain {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+			_ = r.phase(dctx, "delete the cluster", func(ctx context.Context) error { return r.c.Delete(ctx, false) })
+			cancel()
+		}
+	}
+	for _, v := range plan {
+		if _, judged := r.verdicts[v.ID]; judged {
+			continue
+		}
+		if v.Outcome == certify.Skipped {
+			r.judge(v)
+			continue
+		}
+		reason := "the run ended before this check"
+		if err != nil {
+			reason += ": " + err.Error()
+		}
+		r.judge(certify.Verdict{ID: v.ID, Outcome: certify.Fail, Reason: reason})
+	}
+}
+
+func (r *run) transitions(ctx context.Context) error {
+	spec := *r.in.Profile
+	spec.Name = r.in.Name + "-" + string(r.strategy)
+	spec.Version = r.in.Pair.From
+	spec.ControlPlaneVersions, spec.WorkerVersions = nil, nil
+	if err := r.phase(ctx, fmt.Sprintf("create %s at %s", spec.Name, spec.Version), func(ctx context.Context) error {
+		// The images Run resolved, not a second resolution of the same.
+		resolved := func(ctx context.Context, v version.Version) (string, error) {
+			if ref, ok := r.images[v]; ok {
+				return ref, nil
+			}
+			return r.in.Images.Resolve(ctx, v)
+		}
+		c, err := cluster.Create(ctx, &spec, resolved, cluster.Options{Out: r.out})
+		r.c = c
+		return err
+	}); err != nil {
+		return err
+	}
+	var before *corev1.ConfigMap
+	if err := r.phase(ctx, "mark an object to find intact", func(ctx context.Context) (err error) {
+		before, err = MarkBefore(ctx, r.c, r.in.Pair.From)
+		return err
+	}); err != nil {
+		return err
+	}
+	if r.strategy == rollout.StrategyInPlace {
+		return r.inPlace(ctx, before)
+	}
+	return r.surge(ctx, before)
+}
+
+func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
+	from, to := r.in.Pair.From, r.in.Pair.To
+	if err := r.phase(ctx, fmt.Sprintf("the mixed window: one control plane at %s", to), func(ctx context.Context) error {
+		if err := rollout.Roll(ctx, r.c, rollout.RollInput{To: to, Strategy: rollout.StrategySurge, PauseAfter: 1, Images: r.in.Images, Runner: r.runner(nil)}); err != nil {
+			return err
+		}
+		r.judge(CheckMembership(ctx, r.c, "the mixed window"))
+		v, newer, took := CheckDiscovery(ctx, r.c, to)
+		r.judge(v)
+		r.measure(v.ID, "discovery: %d resource(s) only %s serves %v; every apiserver's merged discovery showed them %s after the rollout paused", len(newer), to, newer, took.Round(100*time.Millisecond))
+		for _, res := range newer {
+			if res.Routable() {
+				r.newerOnly = res.Path()
+				break
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	load, err := r.startTraffic(ctx)
+	if err != nil {
+		return err
+	}
+	defer load.Delete(context.WithoutCancel(ctx))
+	if err := r.phase(ctx, fmt.Sprintf("roll back to %s under traffic", from), func(ctx context.Context) error {
+		if err := rollout.Rollback(ctx, r.c, rollout.RollbackInput{To: from, Images: r.in.Images, Runner: r.runner(load)}); err != nil {
+			return err
+		}
+		r.judge(CheckMembership(ctx, r.c, "the rollback"))
+		r.judge(CheckRollback(ctx, r.c, from, before))
+		return nil
+	}); err != nil {
+		return err
+	}
+	return r.through(ctx, rollout.StrategySurge, load, before)
+}
+
+func (r *run) inPlace(ctx context.Context, before *corev1.ConfigMap) error {
+	load, err := r.startTraffic(ctx)
+	if err != nil {
+		return err
+	}
+	defer load.Delete(context.WithoutCancel(ctx))
+	return r.through(ctx, rollout.StrategyInPlace, load, before)
+}
+
+// through rolls every control plane to To under the traffic and judges it.
+func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Traffic, before *corev1.ConfigMap) error {
+	to := r.in.Pair.To
+	if err := r.phase(ctx, fmt.Sprintf("roll every control plane to %s (%s) under traffic", to, s), func(ctx context.Context) error {
+		if err := rollout.Roll(ctx, r.c, rollout.RollInput{To: to, Strategy: s, Images: r.in.Images, Runner: r.runner(load)}); err != nil {
+			return err
+		}
+		r.judge(CheckMembership(ctx, r.c, "the rollout"))
+		r.judge(CheckVersions(ctx, r.c, to, before))
+		return nil
+	}); err != nil {
+		return err
+	}
+	return r.phase(ctx, "judge the traffic", func(ctx context.Context) error {
+		sum, err := load.Stop(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(r.out, "%s", sum)
+		for _, v := range sum.Verdicts() {
+			r.judge(v)
+		}
+		r.measure("rollout.no-lost-writes", "traffic: %d requests, %d acknowledged writes lost, %d watch events missed, %d false 404s",
+			sum.Requests, len(sum.LostWrites), len(sum.MissedWatchEvents), sum.FalseNotFound)
+		return nil
+	})
+}
+
+func (r *run) startTraffic(ctx context.Context) (*traffic.Traffic, error) {
+	var load *traffic.Traffic
+	err := r.phase(ctx, "start the traffic", func(ctx context.Context) error {
+		opts := traffic.Options{Namespace: "skewer-certify-traffic"}
+		if r.newerOnly != "" {
+			opts.NewAPIPath, opts.NewAPISince = r.newerOnly, r.in.Pair.To
+		}
+		var err error
+		load, err = traffic.Start(ctx, r.c, opts)
+		return err
+	})
+	return load, err
+}
+
+// runner prints a rollout's steps and marks the traffic's phases by them.
+func (r *run) runner(load *traffic.Traffic) *rollout.Runner {
+	return &rollout.Runner{Out: r.out, OnStep: func(ctx context.Context, step string) {
+		if load != nil {
+			if err := load.Phase(ctx, step); err != nil {
+				fmt.Fprintf(r.out, "traffic refresh: %v\n", err)
+			}
+		}
+	}}
+}
+
+func (r *run) result() report.Run {
+	out := report.Run{Strategy: string(r.strategy), Cluster: r.in.Name + "-" + string(r.strategy), Phases: r.phases}
+	for id, v := range r.verdicts {
+		out.Promises = append(out.Promises, report.Result{Verdict: v, Measured: r.measured[id]})
+	}
+	return out
+}

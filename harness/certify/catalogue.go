@@ -1,0 +1,117 @@
+package certify
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+)
+
+// ID names a promise for good: reports, waivers and users' CI refer to it,
+// so an ID is never reused for another promise.
+type ID string
+
+// Promise is one thing a certification proves.
+type Promise struct {
+	ID ID
+	// Statement is the promise in one line, as a report shows it.
+	Statement string
+}
+
+var idRE = regexp.MustCompile(`^[a-z]+(\.[a-z0-9]+(-[a-z0-9]+)*)+$`)
+
+// catalogue is every promise of ../../shared/DESIGN.md, by area. Adding a
+// promise here is the first step of checking it; a check reports its
+// verdict under the ID it finds here.
+var catalogue = []Promise{
+	// The rolling replacement of the control planes, under traffic.
+	{"rollout.versions", "every control plane's own apiserver reports the version the rollout moved it to"},
+	{"rollout.no-lost-writes", "no write the cluster acknowledged is missing after the rollout"},
+	{"rollout.no-missed-watch-events", "a watch open through the rollout delivers every acknowledged write"},
+	{"rollout.no-false-404", "no request for a resource some apiserver serves answers 404 while the proxy is on"},
+	{"rollout.membership", "after each step etcd members, apiserver identity leases and load-balancer backends equal the control planes"},
+	{"rollout.rollback", "a rollback from the mixed window returns every control plane to the older version, every object intact"},
+	{"rollout.interrupted-recovers", "a rollout cut short mid-join is recovered by a rollback, nothing half-joined left"},
+	{"rollout.refuses-bad-input", "a rollout the skew policy forbids is refused and changes nothing"},
+	{"rollout.disruption-budget", "unavailability per backend and connection type stays within the budgets"},
+
+	// The Mixed Version Proxy in the mixed window.
+	{"mvp.route.verbs", "an old apiserver serves a resource only its newer peer knows, for get, list, create, update, delete and watch"},
+	{"mvp.route.runtime-config", "an API turned off on one apiserver is served by forwarding to a peer"},
+	{"mvp.route.no-false-forwarding", "a resource that exists nowhere is 404 everywhere and is not forwarded"},
+	{"mvp.route.baseline-false-404", "with the proxy off the false 404 is reproduced"},
+	{"mvp.route.loop-guard", "a request already marked x-kubernetes-peer-proxied is served locally, never forwarded again"},
+	{"mvp.trust.identity", "the original user's identity reaches the peer"},
+	{"mvp.trust.forged-headers", "a client forging X-Remote-* or the hop marker gains nothing, also on a forwarded request"},
+	{"mvp.trust.rbac-at-entry", "RBAC denies at the entry server; the peer never sees the request"},
+	{"mvp.trust.untrusted-peer", "a peer whose certificate the peer CA did not sign receives nothing"},
+	{"mvp.trust.forged-lease", "an identity Lease forged to point elsewhere receives nothing"},
+	{"mvp.audit.final-stage", "a proxied request ends at the entry server in a final audit stage that is not Panic, also a watch the client closes"},
+	{"mvp.audit.complete", "every proxied request is logged by both servers under one audit ID with the original user, counted"},
+	{"mvp.metrics.rerouted", "apiserver_rerouted_request_total moves by exactly the proxied count"},
+	{"mvp.metrics.peer-proxy-errors", "apiserver_peer_proxy_errors_total moves under the faults that reach it"},
+	{"mvp.fault.black-hole", "a black-holed peer link gives an explicit 503 within a bound, never a 404 or a hang"},
+	{"mvp.fault.slow-link", "a slowed peer link is slower below the timeouts and an explicit 503 above them"},
+	{"mvp.fault.no-duplicate-write", "a write is never retried into a duplicate"},
+	{"mvp.fault.peer-stopped", "with a capable peer stopped, the next capable peer serves"},
+	{"mvp.fault.peer-killed", "with a capable peer killed (its Lease left behind), clients get an explicit 503 within a bound until the next capable peer serves"},
+	{"mvp.fault.only-peer-gone", "with the only capable peer gone, an old apiserver answers an explicit 503, not a 404"},
+	{"mvp.defaults.beta", "1.36 servers proxy on the Beta default (gate unset) once --peer-ca-file is set, and not with it off"},
+	{"mvp.discovery.converges", "peer-aggregated discovery on /apis converges after each step, within a measured time"},
+	{"mvp.scope.crd-apiservice", "CRD- and APIService-backed groups are not proxied and fail fast"},
+	{"mvp.rollback.gate-off", "turning the proxy off restores the pre-proxy behaviour, and on again it forwards"},
+	{"mvp.rollback.all-old", "after a rollback to all-old servers nothing from before is lost and nothing is forwarded"},
+
+	// The migration to native sidecars, on kubelets of both versions.
+	{"sidecar.start.order", "the app starts only after the sidecar is started, or ready when it has a probe"},
+	{"sidecar.readiness.gates", "a sidecar readiness failure keeps the Pod out of service and halts the rollout"},
+	{"sidecar.crash.restarts-alone", "a sidecar crash restarts the sidecar alone"},
+	{"sidecar.termination.reverse-order", "the app stops first, then the sidecars in reverse order"},
+	{"sidecar.termination.bounded-flush", "a log agent flushes within the grace period and the lines it lost are counted"},
+	{"sidecar.termination.sigterm-ignored", "a sidecar that ignores SIGTERM is bounded by the grace period"},
+	{"sidecar.job.completes", "a Job with a native sidecar completes"},
+	{"sidecar.resources.formula", "effective Pod requests and ResourceQuota accounting follow the sidecar formula"},
+	{"sidecar.stripped.preflight", "a webhook that strips restartPolicy is detected before rollout by a server-side dry run"},
+	{"sidecar.stripped.shapes", "both failure shapes of a stripped restartPolicy are reported: rejection with probes, stuck in Init without"},
+	{"sidecar.stripped.old-client", "an old client's read-modify-write that drops restartPolicy is caught by the migration's checks"},
+	{"sidecar.migration.batches", "the migration goes batch by batch and stops at the first batch that breaches a stop condition"},
+	{"sidecar.migration.rollback", "a rollback restores the legacy template, verified by hash, ports, volumes and service account"},
+	{"sidecar.worker-replaced", "a worker replaced by a newer one with sidecar Pods on it keeps the ordering guarantees"},
+
+	// The whole run.
+	{"cluster.no-unexpected-restarts", "no component restarts, crashes or is evicted unless a step meant it to"},
+}
+
+// Catalogue is every promise, sorted by ID.
+func Catalogue() []Promise {
+	out := append([]Promise(nil), catalogue...)
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Lookup finds a promise by ID.
+func Lookup(id ID) (Promise, bool) {
+	for _, p := range catalogue {
+		if p.ID == id {
+			return p, true
+		}
+	}
+	return Promise{}, false
+}
+
+// checkCatalogue says what is wrong with a catalogue: malformed or
+// repeated IDs, empty statements.
+func checkCatalogue(c []Promise) error {
+	seen := map[ID]bool{}
+	for _, p := range c {
+		switch {
+		case !idRE.MatchString(string(p.ID)):
+			return fmt.Errorf("promise ID %q: want area.name in lowercase, e.g. mvp.route.verbs", p.ID)
+		case seen[p.ID]:
+			return fmt.Errorf("promise ID %q appears twice", p.ID)
+		case p.Statement == "":
+			return fmt.Errorf("promise %s has no statement", p.ID)
+		}
+		seen[p.ID] = true
+	}
+	return nil
+}

@@ -1,0 +1,324 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"sigs.k8s.io/kind/pkg/cluster/nodes"
+	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
+
+	"github.com/skewer-k8s/skewer/harness/wait"
+	"github.com/skewer-k8s/skewer/internal/docker"
+	"github.com/skewer-k8s/skewer/internal/run"
+)
+
+// The roles kind labels its containers with.
+const (
+	RoleControlPlane = "control-plane"
+	RoleWorker       = "worker"
+	RoleLoadBalancer = "external-load-balancer"
+)
+
+// kind's container labels.
+const (
+	clusterLabel = "io.x-k8s.kind.cluster"
+	roleLabel    = "io.x-k8s.kind.role"
+)
+
+// Node is one container of the cluster: a node, or kind's load balancer.
+// Every command skewer runs in a container goes through Run or
+// RunWithInput, as an argv list.
+type Node struct {
+	Name string
+	Role string
+	kind nodes.Node
+}
+
+// Run runs argv in the node and returns its trimmed standard output; a
+// failure carries the command's output.
+func (n Node) Run(ctx context.Context, argv ...string) (string, error) {
+	return n.RunWithInput(ctx, nil, argv...)
+}
+
+// RunWithInput is Run with stdin.
+func (n Node) RunWithInput(ctx context.Context, stdin io.Reader, argv ...string) (string, error) {
+	return docker.ExecInput(ctx, n.Name, stdin, argv...)
+}
+
+// ReadFile returns the content of a file in the node.
+func (n Node) ReadFile(ctx context.Context, file string) ([]byte, error) {
+	out, err := docker.ExecOutput(ctx, n.Name, "cat", file)
+	if err != nil {
+		return nil, fmt.Errorf("failed to read %s in %s: %w", file, n.Name, err)
+	}
+	return out, nil
+}
+
+// WriteFile writes data to file in the node with mode, atomically: it goes
+// to a temporary file in the same directory, which is then renamed over
+// file, so a reader that follows the file (the kubelet, the load balancer)
+// never sees half of it. Missing parent directories are made.
+func (n Node) WriteFile(ctx context.Context, file string, data []byte, mode os.FileMode) error {
+	dir, tmp := path.Dir(file), path.Join(path.Dir(file), "."+path.Base(file)+".skewer-tmp")
+	steps := [][]string{
+		{"mkdir", "-p", dir},
+		{"cp", "/dev/stdin", tmp},
+		{"chmod", strconv.FormatUint(uint64(mode.Perm()), 8), tmp},
+		{"mv", "-f", tmp, file},
+	}
+	for _, argv := range steps {
+		var in io.Reader
+		if argv[1] == "/dev/stdin" {
+			in = bytes.NewReader(data)
+		}
+		if _, err := n.RunWithInput(ctx, in, argv...); err != nil {
+			_, _ = n.Run(context.WithoutCancel(ctx), "rm", "-f", tmp)
+			return fmt.Errorf("failed to write %s in %s: %w", file, n.Name, err)
+		}
+	}
+	return nil
+}
+
+// IP is the node's IPv4 address on the kind network.
+func (n Node) IP() (string, error) {
+	ip, _, err := n.kind.IP()
+	if err != nil || ip == "" {
+		return "", fmt.Errorf("no IPv4 address for %s: %v", n.Name, err)
+	}
+	return ip, nil
+}
+
+// containers lists every container of the cluster, the load balancer
+// included, sorted by name.
+func (c *Cluster) containers() ([]Node, error) {
+	all, err := c.provider.ListNodes(c.Name)
+	if err != nil {
+		return nil, fmt.Errorf("failed to list nodes of %q: %w", c.Name, err)
+	}
+	out := make([]Node, 0, len(all))
+	for _, n := range all {
+		role, err := n.Role()
+		if err != nil {
+			return nil, fmt.Errorf("failed to read the role of %s: %w", n, err)
+		}
+		out = append(out, Node{Name: n.String(), Role: role, kind: n})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Nodes lists the cluster's nodes (not its load balancer), sorted by name.
+func (c *Cluster) Nodes(ctx context.Context) ([]Node, error) {
+	all, err := c.containers()
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, n := range all {
+		if n.Role != RoleLoadBalancer {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+func (c *Cluster) byRole(role string) ([]Node, error) {
+	all, err := c.containers()
+	if err != nil {
+		return nil, err
+	}
+	var out []Node
+	for _, n := range all {
+		if n.Role == role {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// ControlPlanes lists the control-plane nodes.
+func (c *Cluster) ControlPlanes(ctx context.Context) ([]Node, error) {
+	return c.byRole(RoleControlPlane)
+}
+
+// Workers lists the worker nodes.
+func (c *Cluster) Workers(ctx context.Context) ([]Node, error) { return c.byRole(RoleWorker) }
+
+// LoadBalancer is kind's load balancer in front of the control planes.
+func (c *Cluster) LoadBalancer(ctx context.Context) (Node, error) {
+	lbs, err := c.byRole(RoleLoadBalancer)
+	if err != nil {
+		return Node{}, err
+	}
+	if len(lbs) != 1 {
+		return Node{}, fmt.Errorf("cluster %q has %d load balancers, want 1", c.Name, len(lbs))
+	}
+	return lbs[0], nil
+}
+
+// Node finds a node of the cluster by name.
+func (c *Cluster) Node(ctx context.Context, name string) (Node, error) {
+	all, err := c.Nodes(ctx)
+	if err != nil {
+		return Node{}, err
+	}
+	for _, n := range all {
+		if n.Name == name {
+			return n, nil
+		}
+	}
+	return Node{}, fmt.Errorf("no node %s in cluster %s", name, c.Name)
+}
+
+// BootstrapControlPlane is the node kubeadm init ran on.
+func (c *Cluster) BootstrapControlPlane(ctx context.Context) (Node, error) {
+	all, err := c.provider.ListNodes(c.Name)
+	if err != nil {
+		return Node{}, fmt.Errorf("failed to list nodes of %q: %w", c.Name, err)
+	}
+	n, err := nodeutils.BootstrapControlPlaneNode(all)
+	if err != nil {
+		return Node{}, err
+	}
+	return Node{Name: n.String(), Role: RoleControlPlane, kind: n}, nil
+}
+
+// SecondaryControlPlanes are the control planes other than the bootstrap one.
+func (c *Cluster) SecondaryControlPlanes(ctx context.Context) ([]Node, error) {
+	boot, err := c.BootstrapControlPlane(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cps, err := c.ControlPlanes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Node
+	for _, n := range cps {
+		if n.Name != boot.Name {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+var cpIndexRE = regexp.MustCompile(`-control-plane(\d*)$`)
+
+// nextControlPlaneName is a kind-style control-plane name after every one
+// used so far, so a new node never inherits a removed node's name (nor its
+// audit log).
+func nextControlPlaneName(cluster string, used []string) string {
+	highest := 0
+	for _, n := range used {
+		if m := cpIndexRE.FindStringSubmatch(n); m != nil {
+			i := 1
+			if m[1] != "" {
+				i, _ = strconv.Atoi(m[1])
+			}
+			highest = max(highest, i)
+		}
+	}
+	return kindNodeName(cluster, RoleControlPlane, highest)
+}
+
+// AddControlPlaneContainer starts a new control-plane node container from
+// image the way kind starts one (labels, network, privileges, the audit
+// mounts, the apiserver published on loopback) and waits for its systemd.
+// It does not make it a member of anything: joining it is a rollout's job.
+func (c *Cluster) AddControlPlaneContainer(ctx context.Context, image string) (Node, error) {
+	if !docker.ImageExists(ctx, image) {
+		return Node{}, fmt.Errorf("no node image %s here (build it: skewer images build)", image)
+	}
+	all, err := c.Nodes(ctx)
+	if err != nil {
+		return Node{}, err
+	}
+	l := layout{c.Dir}
+	names, _ := filepath.Glob(l.auditDir("*")) // removed nodes too
+	for _, n := range all {
+		names = append(names, n.Name)
+	}
+	name := nextControlPlaneName(c.Name, names)
+	if err := os.MkdirAll(l.auditDir(name), 0o755); err != nil {
+		return Node{}, err
+	}
+	args := []string{"docker", "run", "--name", name, "--hostname", name,
+		"--detach", "--tty", "--net", "kind", "--restart=on-failure:1", "--init=false", "--cgroupns=private",
+		"--label", clusterLabel + "=" + c.Name, "--label", roleLabel + "=" + RoleControlPlane,
+		"--privileged", "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
+		"--tmpfs", "/tmp", "--tmpfs", "/run", "--volume", "/var", "--volume", "/lib/modules:/lib/modules:ro",
+		"-e", "KIND_EXPERIMENTAL_CONTAINERD_SNAPSHOTTER", "-e", "KUBECONFIG=/etc/kubernetes/admin.conf",
+		"--volume", l.auditPolicy() + ":" + auditPolicyDir + "/policy.yaml:ro",
+		"--volume", l.auditDir(name) + ":" + auditLogDir,
+		"--publish", fmt.Sprintf("127.0.0.1::%d/tcp", APIServerPort),
+		image,
+	}
+	if err := run.Command(args...).Run(ctx); err != nil {
+		return Node{}, fmt.Errorf("failed to start node %s: %w", name, err)
+	}
+	n, err := c.Node(ctx, name)
+	if err != nil {
+		return Node{}, fmt.Errorf("node %s started but kind does not list it: %w", name, err)
+	}
+	return n, waitSystemd(ctx, n)
+}
+
+func waitSystemd(ctx context.Context, n Node) error {
+	return wait.For(ctx, "cluster/node-systemd", "systemd running in "+n.Name, func(ctx context.Context) (bool, string, error) {
+		out, _ := n.Run(ctx, "systemctl", "is-system-running")
+		state := strings.TrimSpace(out)
+		return state == "running" || state == "degraded", "systemctl is-system-running: " + state, nil
+	})
+}
+
+// LoadImageTars imports image tars into every node's containerd, pinned,
+// the way the node image preloads them.
+func (c *Cluster) LoadImageTars(ctx context.Context, tars ...string) error {
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		for _, t := range tars {
+			f, err := os.Open(t)
+			if err != nil {
+				return err
+			}
+			_, err = n.RunWithInput(ctx, f, "ctr", "--namespace=k8s.io", "images", "import",
+				"--label=io.cri-containerd.pinned=pinned", "--all-platforms", "--digests", "-")
+			f.Close()
+			if err != nil {
+				return fmt.Errorf("failed to load %s into %s: %w", filepath.Base(t), n.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// LoadImages copies images from the host's Docker into every node, as
+// kind's load docker-image does: what a Pod runs is never pulled.
+func (c *Cluster) LoadImages(ctx context.Context, refs ...string) error {
+	dir, err := os.MkdirTemp("", "skewer-load-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	var tars []string
+	for i, ref := range refs {
+		tar := filepath.Join(dir, fmt.Sprintf("%d.tar", i))
+		if err := docker.Save(ctx, ref, tar); err != nil {
+			return fmt.Errorf("failed to save %s: %w", ref, err)
+		}
+		tars = append(tars, tar)
+	}
+	return c.LoadImageTars(ctx, tars...)
+}

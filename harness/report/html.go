@@ -1,0 +1,76 @@
+package report
+
+import (
+	_ "embed"
+	"html/template"
+	"io"
+	"math"
+	"time"
+
+	"github.com/skewer-k8s/skewer/harness/certify"
+)
+
+//go:embed report.html.tmpl
+var htmlTemplate string
+
+var page = template.Must(template.New("report").Funcs(template.FuncMap{
+	"area": area,
+	"time": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+	"took": func(a, b time.Time) string { return b.Sub(a).Round(time.Second).String() },
+}).Parse(htmlTemplate))
+
+// bar is one phase on a run's timeline, placed in percent of the run.
+type bar struct {
+	Phase
+	Left, Width float64
+	Took        string
+}
+
+type runView struct {
+	Run
+	Bars []bar
+}
+
+// HTML writes report.html: one page with no outside resource (styles and
+// the outcome filter inline), the verdict, each run's timeline of phases,
+// and every promise with its reason, reference, evidence and measures.
+func (r *Results) HTML(w io.Writer) error {
+	var runs []runView
+	for _, run := range r.Runs {
+		runs = append(runs, runView{Run: run, Bars: bars(run.Phases)})
+	}
+	c := r.Counts()
+	return page.Execute(w, map[string]any{
+		"R": r, "Runs": runs, "Outcomes": outcomes,
+		"Counts": map[string]int{"pass": c[certify.Pass], "fail": c[certify.Fail], "waived": c[certify.Waived], "skipped": c[certify.Skipped]},
+	})
+}
+
+// bars places phases on a line from the first start to the last end.
+func bars(phases []Phase) []bar {
+	if len(phases) == 0 {
+		return nil
+	}
+	start, end := phases[0].Start, phases[0].End
+	for _, p := range phases {
+		if p.Start.Before(start) {
+			start = p.Start
+		}
+		if p.End.After(end) {
+			end = p.End
+		}
+	}
+	total := end.Sub(start).Seconds()
+	if total <= 0 {
+		total = 1
+	}
+	var out []bar
+	for _, p := range phases {
+		left := p.Start.Sub(start).Seconds() / total * 100
+		width := max(p.End.Sub(p.Start).Seconds()/total*100, 0.5)
+		out = append(out, bar{Phase: p, Left: round(left), Width: round(width), Took: p.End.Sub(p.Start).Round(time.Second).String()})
+	}
+	return out
+}
+
+func round(f float64) float64 { return math.Round(f*100) / 100 }

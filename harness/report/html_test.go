@@ -1,0 +1,128 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/skewer-k8s/skewer/harness/certify"
+)
+
+// Chromium is Debian's; `make test` installs it (make test-deps).
+const chromium = "/usr/bin/chromium"
+
+// The page stands alone: nothing in it loads from anywhere.
+func TestHTMLIsSelfContained(t *testing.T) {
+	var buf bytes.Buffer
+	if err := sample(t).HTML(&buf); err != nil {
+		t.Fatal(err)
+	}
+	loads := regexp.MustCompile(`(?i)<(?:script|link|img|iframe)[^>]*\s(?:src|href)="([^"]*)"|url\(|@import`)
+	for _, m := range loads.FindAllStringSubmatch(buf.String(), -1) {
+		if !strings.HasPrefix(m[1], "data:") {
+			t.Errorf("report.html loads something from outside: %q", m[0])
+		}
+	}
+}
+
+// A real browser renders the page: the verdict, the counts, a row per
+// promise, the timeline, and the outcome filter working by a click.
+func TestHTMLInABrowser(t *testing.T) {
+	if _, err := os.Stat(chromium); err != nil {
+		t.Fatalf("%s: %v (make test-deps installs Debian's chromium)", chromium, err)
+	}
+	r := sample(t)
+	var buf bytes.Buffer
+	if err := r.HTML(&buf); err != nil {
+		t.Fatal(err)
+	}
+	// Served on loopback, and every other request the page would make is
+	// counted: there must be none.
+	var others []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path != "/report.html" {
+			others = append(others, req.URL.Path)
+			http.NotFound(w, req)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write(buf.Bytes())
+	}))
+	defer srv.Close()
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()))
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancel()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	// The first run starts the browser and must not carry a timeout.
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/report.html")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Text(sel))
+		if err != nil {
+			t.Fatalf("%s: %v", sel, err)
+		}
+		return s
+	}
+	count := func(js string) int {
+		t.Helper()
+		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](js))
+		if err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		return n
+	}
+	click := func(sel string) {
+		t.Helper()
+		if err := chromedp.Do(ctx, chromedp.Click(sel)); err != nil {
+			t.Fatalf("click %s: %v", sel, err)
+		}
+	}
+	visibleRows := `Array.from(document.querySelectorAll('tr.promise')).filter(r => r.offsetParent !== null).length`
+
+	if v := text("#verdict"); v != "fail" {
+		t.Errorf("verdict %q", v)
+	}
+	if want, got := fmt.Sprintf("%d pass · 1 fail · 1 waived · 1 skipped", len(certify.Catalogue())-3), text("#counts"); got != want {
+		t.Errorf("counts %q, want %q", got, want)
+	}
+	rows := count(`document.querySelectorAll('tr.promise').length`)
+	if rows != len(certify.Catalogue()) {
+		t.Errorf("%d rows for %d promises", rows, len(certify.Catalogue()))
+	}
+	if n := count(`document.querySelectorAll('.timeline .bar').length`); n != 3 {
+		t.Errorf("%d bars on the timeline for 3 phases", n)
+	}
+	click(`.filters button[data-show="fail"]`)
+	if n := count(visibleRows); n != 1 {
+		t.Errorf("the fail filter shows %d rows, want the one failure", n)
+	}
+	if id := text(`tr.promise[data-outcome="fail"] td.id`); id != "rollout.no-lost-writes" {
+		t.Errorf("the row shown for fail is %q", id)
+	}
+	click(`.filters button[data-show="all"]`)
+	if n := count(visibleRows); n != rows {
+		t.Errorf("all shows %d of %d rows", n, rows)
+	}
+	if len(others) > 0 {
+		t.Errorf("the page asked the server for more: %v", others)
+	}
+}

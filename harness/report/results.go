@@ -1,0 +1,240 @@
+// Package report is what a certification publishes: results.json (its
+// JSON Schema is results.schema.json, embedded), a JUnit file with one
+// test case per promise, a Markdown summary for a CI step summary, and a
+// self-contained report.html. Everything is rendered from Results alone,
+// so a report can be made again from a results.json.
+package report
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/skewer-k8s/skewer/harness/certify"
+)
+
+// SchemaID names the form of results.json; a change that breaks a reader
+// takes a new one.
+const SchemaID = "https://github.com/skewer-k8s/skewer/harness/report/results.schema.json"
+
+//go:embed results.schema.json
+var schemaJSON []byte
+
+// Schema is results.schema.json, for users' tools.
+func Schema() []byte { return append([]byte(nil), schemaJSON...) }
+
+// Results is one certification: a version pair, taken through one run per
+// strategy, every promise of the catalogue with a verdict in each run.
+type Results struct {
+	Schema   string    `json:"$schema"`
+	Tool     Tool      `json:"tool"`
+	From     string    `json:"from"`
+	To       string    `json:"to"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	// Outcome is fail when any promise failed in any run, else pass.
+	Outcome certify.Outcome `json:"outcome"`
+	Runs    []Run           `json:"runs"`
+}
+
+// Tool is what made the results.
+type Tool struct {
+	Version string `json:"version"`
+	Go      string `json:"go"`
+	Kind    string `json:"kind"`
+}
+
+// Run is the pair taken through one strategy on one cluster.
+type Run struct {
+	Strategy string   `json:"strategy"`
+	Cluster  string   `json:"cluster"`
+	Phases   []Phase  `json:"phases"`
+	Promises []Result `json:"promises"`
+}
+
+// Phase is a span of the run's timeline: a transition, a fault, a check.
+type Phase struct {
+	Name  string    `json:"name"`
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+	// Error is how the phase ended when it did not finish.
+	Error string `json:"error,omitempty"`
+}
+
+// Result is a promise's verdict in a run, with its statement and what was
+// measured on the way.
+type Result struct {
+	certify.Verdict
+	Statement string   `json:"statement"`
+	Measured  []string `json:"measured,omitempty"`
+}
+
+// New starts the results of a certification of pair.
+func New(pair certify.Pair, tool Tool, started time.Time) *Results {
+	return &Results{Schema: SchemaID, Tool: tool, From: pair.From.String(), To: pair.To.String(), Started: started}
+}
+
+// Finish closes the results at end: every verdict is checked, the runs'
+// promises sorted by ID, and the outcome set.
+func (r *Results) Finish(end time.Time) error {
+	r.Finished = end
+	r.Outcome = certify.Pass
+	for i := range r.Runs {
+		run := &r.Runs[i]
+		sort.Slice(run.Promises, func(a, b int) bool { return run.Promises[a].ID < run.Promises[b].ID })
+		for j := range run.Promises {
+			p := &run.Promises[j]
+			if cat, ok := certify.Lookup(p.ID); ok {
+				p.Statement = cat.Statement
+			}
+			if p.Outcome == certify.Fail {
+				r.Outcome = certify.Fail
+			}
+		}
+	}
+	return r.Validate()
+}
+
+// Validate refuses results a report could not stand on: a run that leaves
+// out a promise of the catalogue or judges one twice, an invalid verdict,
+// a phase that ends before it starts.
+func (r *Results) Validate() error {
+	var errs []error
+	if len(r.Runs) == 0 {
+		errs = append(errs, errors.New("results hold no run"))
+	}
+	for _, run := range r.Runs {
+		seen := map[certify.ID]bool{}
+		for _, p := range run.Promises {
+			if err := p.Verdict.Validate(); err != nil {
+				errs = append(errs, fmt.Errorf("run %s: %w", run.Strategy, err))
+			}
+			if seen[p.ID] {
+				errs = append(errs, fmt.Errorf("run %s: %s has two verdicts", run.Strategy, p.ID))
+			}
+			seen[p.ID] = true
+		}
+		for _, p := range certify.Catalogue() {
+			if !seen[p.ID] {
+				errs = append(errs, fmt.Errorf("run %s: %s has no verdict", run.Strategy, p.ID))
+			}
+		}
+		for _, ph := range run.Phases {
+			if ph.End.Before(ph.Start) {
+				errs = append(errs, fmt.Errorf("run %s: phase %q ends before it starts", run.Strategy, ph.Name))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Counts is how many promises of the results had each outcome, over all
+// runs.
+func (r *Results) Counts() map[certify.Outcome]int {
+	out := map[certify.Outcome]int{}
+	for _, run := range r.Runs {
+		for _, p := range run.Promises {
+			out[p.Outcome]++
+		}
+	}
+	return out
+}
+
+// Files are the names Write writes in its directory.
+const (
+	ResultsFile = "results.json"
+	JUnitFile   = "junit.xml"
+	SummaryFile = "summary.md"
+	HTMLFile    = "report.html"
+)
+
+// Write writes results.json, junit.xml, summary.md and report.html in dir.
+// Each file is written whole or not at all.
+func (r *Results) Write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := validateSchema(js); err != nil {
+		return fmt.Errorf("results do not match their schema: %w", err)
+	}
+	var junit, html bytes.Buffer
+	if err := r.JUnit(&junit); err != nil {
+		return err
+	}
+	if err := r.HTML(&html); err != nil {
+		return err
+	}
+	files := map[string][]byte{ResultsFile: append(js, '\n'), JUnitFile: junit.Bytes(), SummaryFile: []byte(r.Summary()), HTMLFile: html.Bytes()}
+	for _, name := range []string{ResultsFile, JUnitFile, SummaryFile, HTMLFile} {
+		if err := writeAtomic(filepath.Join(dir, name), files[name]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Load reads a results.json, checked against its schema and validated.
+func Load(path string) (*Results, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := validateSchema(raw); err != nil {
+		return nil, fmt.Errorf("%s does not match the results schema: %w", path, err)
+	}
+	var r Results
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := r.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &r, nil
+}
+
+func validateSchema(doc []byte) error {
+	c := jsonschema.NewCompiler()
+	schema, err := jsonschema.UnmarshalJSON(bytes.NewReader(schemaJSON))
+	if err != nil {
+		return fmt.Errorf("the embedded schema: %w", err)
+	}
+	if err := c.AddResource(SchemaID, schema); err != nil {
+		return err
+	}
+	sch, err := c.Compile(SchemaID)
+	if err != nil {
+		return fmt.Errorf("the embedded schema: %w", err)
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+	if err != nil {
+		return err
+	}
+	return sch.Validate(inst)
+}
+
+func writeAtomic(path string, b []byte) error {
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// area is the first part of a promise ID: rollout, mvp, sidecar, cluster.
+func area(id certify.ID) string {
+	a, _, _ := strings.Cut(string(id), ".")
+	return a
+}

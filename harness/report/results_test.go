@@ -1,0 +1,191 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skewer-k8s/skewer/harness/certify"
+)
+
+var t0 = time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
+
+// sample is a surge run with every promise judged: one failure, one
+// waiver, one skip, the rest passed.
+func sample(t *testing.T) *Results {
+	t.Helper()
+	pair, err := certify.ParsePair("v1.35.4", "v1.36.3-acme.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := New(pair, Tool{Version: "v0.1.0", Go: "go1.26.8", Kind: "v0.33.0"}, t0)
+	run := Run{Strategy: "surge", Cluster: "skewer-certify", Phases: []Phase{
+		{Name: "create the cluster", Start: t0, End: t0.Add(3 * time.Minute)},
+		{Name: "mixed window, one at v1.36.3", Start: t0.Add(3 * time.Minute), End: t0.Add(9 * time.Minute)},
+		{Name: "rollback", Start: t0.Add(9 * time.Minute), End: t0.Add(12 * time.Minute), Error: "context canceled"},
+	}}
+	for _, p := range certify.Catalogue() {
+		v := certify.Verdict{ID: p.ID, Outcome: certify.Pass}
+		switch p.ID {
+		case "rollout.no-lost-writes":
+			v = certify.Verdict{ID: p.ID, Outcome: certify.Fail, Reason: "2 acknowledged write(s) missing <from a final list>", Evidence: []string{"w-1", "w-2"}}
+		case "mvp.fault.only-peer-gone":
+			v = certify.Verdict{ID: p.ID, Outcome: certify.Waived, Reason: "a false 404", Reference: "https://github.com/kubernetes/kubernetes/blob/v1.36.3/x.go"}
+		case "sidecar.worker-replaced":
+			v = certify.Verdict{ID: p.ID, Outcome: certify.Skipped, Reason: "not checked by certify yet"}
+		}
+		run.Promises = append(run.Promises, Result{Verdict: v})
+	}
+	run.Promises[0].Measured = []string{"traffic: 5000 requests"}
+	r.Runs = append(r.Runs, run)
+	if err := r.Finish(t0.Add(15 * time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestWriteAndLoad(t *testing.T) {
+	r := sample(t)
+	if r.Outcome != certify.Fail {
+		t.Fatalf("a failed promise fails the certification, got %s", r.Outcome)
+	}
+	dir := t.TempDir()
+	if err := r.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(filepath.Join(dir, ResultsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := json.Marshal(r)
+	b, _ := json.Marshal(got)
+	if !bytes.Equal(a, b) {
+		t.Errorf("results.json does not read back as written:\n%s\n%s", a, b)
+	}
+	for _, name := range []string{JUnitFile, SummaryFile, HTMLFile} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Error(err)
+		}
+	}
+	c := got.Counts()
+	if c[certify.Fail] != 1 || c[certify.Waived] != 1 || c[certify.Skipped] != 1 || c[certify.Pass] != len(certify.Catalogue())-3 {
+		t.Errorf("counts %v", c)
+	}
+}
+
+// The schema and Validate refuse what a report could not stand on.
+func TestBadResultsAreRefused(t *testing.T) {
+	r := sample(t)
+	good, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	for _, tc := range []struct {
+		name, want string
+		edit       func(map[string]any)
+	}{
+		{"a failure without a reason", "reason", func(d map[string]any) {
+			p := promise(d, "rollout.no-lost-writes")
+			delete(p, "reason")
+		}},
+		{"an unknown outcome", "outcome", func(d map[string]any) { promise(d, "mvp.route.verbs")["outcome"] = "reported" }},
+		{"a waiver without a reference", "reference", func(d map[string]any) { delete(promise(d, "mvp.fault.only-peer-gone"), "reference") }},
+		{"a field the schema does not know", "finding", func(d map[string]any) { d["finding"] = "free text" }},
+		{"a promise left out", "has no verdict", func(d map[string]any) {
+			run := d["runs"].([]any)[0].(map[string]any)
+			run["promises"] = run["promises"].([]any)[1:]
+		}},
+		{"a version that is not one", "to", func(d map[string]any) { d["to"] = "1.36" }},
+	} {
+		doc = nil
+		if err := json.Unmarshal(good, &doc); err != nil {
+			t.Fatal(err)
+		}
+		tc.edit(doc)
+		raw, _ := json.Marshal(doc)
+		path := filepath.Join(t.TempDir(), ResultsFile)
+		if err := os.WriteFile(path, raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load(path)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error naming %q", tc.name, err, tc.want)
+		}
+	}
+	// Write refuses too, and leaves nothing behind.
+	r.Runs[0].Promises = r.Runs[0].Promises[1:]
+	if err := r.Validate(); err == nil {
+		t.Error("results without a promise validate")
+	}
+}
+
+func promise(d map[string]any, id string) map[string]any {
+	for _, p := range d["runs"].([]any)[0].(map[string]any)["promises"].([]any) {
+		if m := p.(map[string]any); m["id"] == id {
+			return m
+		}
+	}
+	panic("no promise " + id)
+}
+
+func TestJUnitHasACasePerPromise(t *testing.T) {
+	r := sample(t)
+	var buf bytes.Buffer
+	if err := r.JUnit(&buf); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Tests    int `xml:"tests,attr"`
+		Failures int `xml:"failures,attr"`
+		Skipped  int `xml:"skipped,attr"`
+		Suites   []struct {
+			Cases []struct {
+				Name    string `xml:"name,attr"`
+				Failure *struct {
+					Message string `xml:"message,attr"`
+				} `xml:"failure"`
+				Out string `xml:"system-out"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Tests != len(certify.Catalogue()) || doc.Failures != 1 || doc.Skipped != 1 {
+		t.Errorf("tests %d failures %d skipped %d", doc.Tests, doc.Failures, doc.Skipped)
+	}
+	for _, c := range doc.Suites[0].Cases {
+		switch c.Name {
+		case "rollout.no-lost-writes":
+			if c.Failure == nil || !strings.Contains(c.Failure.Message, "2 acknowledged") {
+				t.Errorf("the failed promise: %+v", c)
+			}
+		case "mvp.fault.only-peer-gone":
+			if c.Failure != nil || !strings.Contains(c.Out, "waived: a false 404 (https://github.com/kubernetes") {
+				t.Errorf("the waived promise: %+v", c)
+			}
+		}
+	}
+}
+
+func TestSummary(t *testing.T) {
+	md := sample(t).Summary()
+	for _, want := range []string{
+		"# skewer certify v1.35.4 -> v1.36.3-acme.2: FAIL",
+		fmt.Sprintf("%d pass, 1 fail, 1 waived, 1 skipped", len(certify.Catalogue())-3),
+		"## Failed\n\n- **rollout.no-lost-writes** (surge): 2 acknowledged write(s)",
+		"[upstream](https://github.com/kubernetes/kubernetes/blob/v1.36.3/x.go)",
+		"| `sidecar.worker-replaced` | skipped |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("summary lacks %q:\n%s", want, md)
+		}
+	}
+}

@@ -1,0 +1,63 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/skewer-k8s/skewer/harness/certify"
+)
+
+// outcomes in the order a reader needs them: what failed first.
+var outcomes = []certify.Outcome{certify.Fail, certify.Waived, certify.Skipped, certify.Pass}
+
+// Summary renders the results as Markdown for a CI step summary: the
+// verdict, counts, then the failures, waivers and skips with their reasons,
+// and every promise by run.
+func (r *Results) Summary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# skewer certify %s -> %s: %s\n\n", r.From, r.To, strings.ToUpper(string(r.Outcome)))
+	c := r.Counts()
+	fmt.Fprintf(&b, "%d pass, %d fail, %d waived, %d skipped; %s, %s to %s (skewer %s, kind %s, %s)\n",
+		c[certify.Pass], c[certify.Fail], c[certify.Waived], c[certify.Skipped], strategies(r),
+		r.Started.UTC().Format("2006-01-02 15:04:05Z"), r.Finished.UTC().Format("15:04:05Z"), r.Tool.Version, r.Tool.Kind, r.Tool.Go)
+	for _, o := range outcomes[:3] {
+		var lines []string
+		for _, run := range r.Runs {
+			for _, p := range run.Promises {
+				if p.Outcome != o {
+					continue
+				}
+				line := fmt.Sprintf("- **%s** (%s): %s", p.ID, run.Strategy, cell(p.Reason))
+				if p.Reference != "" {
+					line += " [upstream](" + p.Reference + ")"
+				}
+				lines = append(lines, line)
+			}
+		}
+		if len(lines) > 0 {
+			fmt.Fprintf(&b, "\n## %s\n\n%s\n", heading[o], strings.Join(lines, "\n"))
+		}
+	}
+	for _, run := range r.Runs {
+		fmt.Fprintf(&b, "\n## %s on %s\n\n| promise | outcome | statement |\n|---|---|---|\n", run.Strategy, run.Cluster)
+		for _, p := range run.Promises {
+			fmt.Fprintf(&b, "| `%s` | %s | %s |\n", p.ID, p.Outcome, cell(p.Statement))
+		}
+	}
+	return b.String()
+}
+
+var heading = map[certify.Outcome]string{certify.Fail: "Failed", certify.Waived: "Waived (documented upstream behaviour)", certify.Skipped: "Skipped"}
+
+func strategies(r *Results) string {
+	var s []string
+	for _, run := range r.Runs {
+		s = append(s, run.Strategy)
+	}
+	return strings.Join(s, " and ")
+}
+
+// cell keeps a text on one Markdown table line.
+func cell(s string) string {
+	return strings.NewReplacer("\n", " ", "|", `\|`).Replace(s)
+}

@@ -1,0 +1,117 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/harness/version"
+)
+
+// pkiFiles are what a joining control plane needs from the cluster, the
+// same files kind copies from its bootstrap control plane.
+var pkiFiles = []string{
+	"/etc/kubernetes/admin.conf",
+	"/etc/kubernetes/pki/ca.crt", "/etc/kubernetes/pki/ca.key",
+	"/etc/kubernetes/pki/front-proxy-ca.crt", "/etc/kubernetes/pki/front-proxy-ca.key",
+	"/etc/kubernetes/pki/sa.pub", "/etc/kubernetes/pki/sa.key",
+	"/etc/kubernetes/pki/etcd/ca.crt", "/etc/kubernetes/pki/etcd/ca.key",
+}
+
+// StartControlPlane starts a new control-plane node container from the
+// node image of v, the way kind starts one, and waits for its systemd. It
+// does not join it; JoinControlPlane does.
+func StartControlPlane(ctx context.Context, c *cluster.Cluster, v version.Version) (cluster.Node, error) {
+	return c.AddControlPlaneContainer(ctx, nodeimage.Ref(v))
+}
+
+// copyFile copies path from one node to another, readable by root only
+// (keys among them).
+func copyFile(ctx context.Context, from, to cluster.Node, path string) error {
+	body, err := from.ReadFile(ctx, path)
+	if err != nil {
+		return err
+	}
+	return to.WriteFile(ctx, path, body, 0o600)
+}
+
+// JoinControlPlane joins a started node to the cluster as a control plane
+// with kubeadm, the way kind joins its secondary control planes: the
+// cluster's certificates copied from member, containerd configured as the
+// member's, a fresh bootstrap token. kubeadm deploys the components of the
+// cluster's ClusterConfiguration version (setClusterVersion moves it).
+func JoinControlPlane(ctx context.Context, c *cluster.Cluster, member, node cluster.Node) error {
+	if err := copyFile(ctx, member, node, "/etc/containerd/config.toml"); err != nil {
+		return fmt.Errorf("failed to copy containerd config: %w", err)
+	}
+	if _, err := node.Run(ctx, "systemctl", "restart", "containerd"); err != nil {
+		return err
+	}
+	for _, f := range pkiFiles {
+		if err := copyFile(ctx, member, node, f); err != nil {
+			return fmt.Errorf("failed to copy %s: %w", f, err)
+		}
+	}
+	token, err := member.Run(ctx, "kubeadm", "token", "create", "--ttl", "30m", "--kubeconfig", "/etc/kubernetes/admin.conf")
+	if err != nil {
+		return fmt.Errorf("failed to create a bootstrap token: %w", err)
+	}
+	ip, err := node.IP()
+	if err != nil {
+		return err
+	}
+	raw, err := node.ReadFile(ctx, "/kind/version")
+	if err != nil {
+		return err
+	}
+	v, err := version.Parse(string(raw))
+	if err != nil {
+		return fmt.Errorf("%s: /kind/version: %w", node.Name, err)
+	}
+	conf := joinConfiguration(cluster.KubeadmAPIVersion(v), c.Name, node.Name, ip, token)
+	if err := node.WriteFile(ctx, "/kind/kubeadm.conf", []byte(conf), 0o644); err != nil {
+		return err
+	}
+	if _, err := node.Run(ctx, "kubeadm", "join", "--config", "/kind/kubeadm.conf", "--v=2"); err != nil {
+		return fmt.Errorf("failed to join %s with kubeadm: %w", node.Name, err)
+	}
+	return nil
+}
+
+// joinConfiguration is the JoinConfiguration kind would give a secondary
+// control plane, preflight skipped as kind skips it (its system checks
+// refuse a cgroup v1 host outright).
+func joinConfiguration(apiVersion, clusterName, node, ip, token string) string {
+	args := func(pairs ...string) string {
+		var b strings.Builder
+		for i := 0; i < len(pairs); i += 2 {
+			if apiVersion == "v1beta4" {
+				fmt.Fprintf(&b, "    - name: %q\n      value: %q\n", pairs[i], pairs[i+1])
+			} else {
+				fmt.Fprintf(&b, "    %q: %q\n", pairs[i], pairs[i+1])
+			}
+		}
+		return b.String()
+	}
+	return fmt.Sprintf(`apiVersion: kubeadm.k8s.io/%s
+kind: JoinConfiguration
+controlPlane:
+  localAPIEndpoint:
+    advertiseAddress: %q
+    bindPort: %d
+nodeRegistration:
+  criSocket: unix:///run/containerd/containerd.sock
+  kubeletExtraArgs:
+%sdiscovery:
+  bootstrapToken:
+    apiServerEndpoint: %q
+    token: %q
+    unsafeSkipCAVerification: true
+skipPhases:
+- preflight
+`, apiVersion, ip, cluster.APIServerPort,
+		args("node-ip", ip, "provider-id", fmt.Sprintf("kind://docker/%s/%s", clusterName, node), "node-labels", ""),
+		fmt.Sprintf("%s-external-load-balancer:%d", clusterName, cluster.APIServerPort), token)
+}

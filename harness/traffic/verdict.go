@@ -1,0 +1,56 @@
+package traffic
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/skewer-k8s/skewer/harness/certify"
+)
+
+// MinRequests is how many requests a run of traffic must have made before
+// its summary can prove anything: fewer, and every promise it carries fails.
+const MinRequests = 100
+
+// Verdicts holds the summary to the rollout promises it carries: no
+// acknowledged write lost, no watch event missed, no false 404. Each
+// failure names what it saw, with the first objects or requests as
+// evidence.
+func (s Summary) Verdicts() []certify.Verdict {
+	if s.Requests < MinRequests {
+		reason := fmt.Sprintf("the traffic made %d requests, fewer than the %d a verdict needs", s.Requests, MinRequests)
+		return []certify.Verdict{
+			{ID: "rollout.no-lost-writes", Outcome: certify.Fail, Reason: reason},
+			{ID: "rollout.no-missed-watch-events", Outcome: certify.Fail, Reason: reason},
+			{ID: "rollout.no-false-404", Outcome: certify.Fail, Reason: reason},
+		}
+	}
+	var false404 []string
+	for _, r := range s.FalseNotFoundRecords {
+		false404 = append(false404, fmt.Sprintf("%s %s %s via %s (server %s) in phase %q",
+			r.Time.Format(time.RFC3339Nano), r.Verb, r.Object, r.Target, r.Server, r.Phase))
+	}
+	noFalse404 := countVerdict("rollout.no-false-404", false404, "404(s) for a resource an apiserver in the cluster served", s.Requests)
+	if !s.NewAPIProbed {
+		noFalse404 = certify.Verdict{ID: "rollout.no-false-404", Outcome: certify.Skipped,
+			Reason: "the traffic asked for no collection only the newer version serves (none was known when it started)"}
+	}
+	return []certify.Verdict{
+		countVerdict("rollout.no-lost-writes", s.LostWrites, "acknowledged write(s) missing from a final list", s.Requests),
+		countVerdict("rollout.no-missed-watch-events", s.MissedWatchEvents, "acknowledged write(s) the watch never delivered", s.Requests),
+		noFalse404,
+	}
+}
+
+// countVerdict passes when bad is empty and otherwise fails, naming how
+// many of requests went wrong and keeping the first few as evidence.
+func countVerdict(id certify.ID, bad []string, what string, requests int) certify.Verdict {
+	if len(bad) == 0 {
+		return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{fmt.Sprintf("%d requests", requests)}}
+	}
+	const shown = 5
+	ev := bad[:min(shown, len(bad))]
+	return certify.Verdict{ID: id, Outcome: certify.Fail,
+		Reason:   fmt.Sprintf("%d %s, of %d requests; first: %s", len(bad), what, requests, strings.Join(ev, ", ")),
+		Evidence: append([]string(nil), ev...)}
+}

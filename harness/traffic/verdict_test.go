@@ -1,0 +1,61 @@
+package traffic
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skewer-k8s/skewer/harness/certify"
+)
+
+func TestVerdicts(t *testing.T) {
+	outcomes := func(vs []certify.Verdict) map[certify.ID]certify.Outcome {
+		out := map[certify.ID]certify.Outcome{}
+		for _, v := range vs {
+			if err := v.Validate(); err != nil {
+				t.Errorf("invalid verdict: %v", err)
+			}
+			out[v.ID] = v.Outcome
+		}
+		return out
+	}
+	clean := Summary{Requests: 500, NewAPIProbed: true}
+	for id, o := range outcomes(clean.Verdicts()) {
+		if o != certify.Pass {
+			t.Errorf("clean traffic: %s %s", id, o)
+		}
+	}
+
+	bad := Summary{Requests: 500, NewAPIProbed: true, LostWrites: []string{"w-1", "w-2"}, FalseNotFound: 1,
+		FalseNotFoundRecords: []Record{{Time: time.Unix(0, 0), Verb: "list", Object: "mutatingadmissionpolicies", Target: "lb", Server: "v1.35.4", Phase: "drain x"}}}
+	vs := bad.Verdicts()
+	got := outcomes(vs)
+	want := map[certify.ID]certify.Outcome{"rollout.no-lost-writes": certify.Fail, "rollout.no-missed-watch-events": certify.Pass, "rollout.no-false-404": certify.Fail}
+	for id, o := range want {
+		if got[id] != o {
+			t.Errorf("%s: got %s, want %s", id, got[id], o)
+		}
+	}
+	for _, v := range vs {
+		if v.ID == "rollout.no-lost-writes" && !strings.Contains(v.Reason, "2 acknowledged write(s)") {
+			t.Errorf("reason does not count the lost writes: %q", v.Reason)
+		}
+		if v.ID == "rollout.no-false-404" && !strings.Contains(v.Reason, `via lb (server v1.35.4) in phase "drain x"`) {
+			t.Errorf("reason does not show the request: %q", v.Reason)
+		}
+	}
+
+	// Without a probe of a newer-only collection, no 404 can be judged.
+	for _, v := range (Summary{Requests: 500}).Verdicts() {
+		if v.ID == "rollout.no-false-404" && v.Outcome != certify.Skipped {
+			t.Errorf("no new-API probe: %s %s, want skipped", v.ID, v.Outcome)
+		}
+	}
+
+	// Too little traffic proves nothing: every promise fails.
+	for id, o := range outcomes(Summary{Requests: 3}.Verdicts()) {
+		if o != certify.Fail {
+			t.Errorf("3 requests: %s %s, want fail", id, o)
+		}
+	}
+}

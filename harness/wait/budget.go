@@ -1,0 +1,74 @@
+package wait
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Budget bounds a wait: how long in all, and how long between two looks.
+type Budget struct{ Timeout, Interval time.Duration }
+
+// Validate refuses a budget that cannot bound a wait: a timeout or an
+// interval that is not positive, or an interval longer than the timeout,
+// under which the condition would be looked at only once.
+func (b Budget) Validate() error {
+	switch {
+	case b.Timeout <= 0:
+		return fmt.Errorf("invalid wait budget: timeout %s is not positive", b.Timeout)
+	case b.Interval <= 0:
+		return fmt.Errorf("invalid wait budget: interval %s is not positive", b.Interval)
+	case b.Interval > b.Timeout:
+		return fmt.Errorf("invalid wait budget: interval %s is longer than timeout %s", b.Interval, b.Timeout)
+	}
+	return nil
+}
+
+// budgets is the one table of timeouts, keyed "<area>/<key>" as
+// cluster-api keys its e2e intervals: a budget is changed here, and a
+// timeout's error can be traced back to its line.
+var budgets = map[string]Budget{
+	// systemd running in a new node container: seconds on an idle machine,
+	// over a minute on 2 cores while another cluster is being made.
+	"cluster/node-systemd": {Timeout: 3 * time.Minute, Interval: 500 * time.Millisecond},
+	// A drained node's Pods gone.
+	"rollout/drain": {Timeout: 3 * time.Minute, Interval: time.Second},
+	// A new control plane's apiserver at the version, its /readyz ok and
+	// its Node Ready.
+	"rollout/control-plane-ready": {Timeout: 4 * time.Minute, Interval: 500 * time.Millisecond},
+	// An apiserver that has just restarted answering /version: it refuses
+	// connections while starting and answers 403 until its authorizer
+	// has synced.
+	"rollout/apiserver-version": {Timeout: 30 * time.Second, Interval: time.Second},
+	// An apiserver's container gone, restarted, or its /readyz ok.
+	"faults/apiserver-restart": {Timeout: 3 * time.Minute, Interval: time.Second},
+	// A slow link's relay listening in the sender's node.
+	"faults/relay-listening": {Timeout: 30 * time.Second, Interval: time.Second},
+	// The traffic's watch delivering the events it has not yet delivered
+	// once the streams stop: a grace period, not a promise.
+	"traffic/watch-catch-up": {Timeout: 15 * time.Second, Interval: 500 * time.Millisecond},
+	// Every apiserver's peer-merged discovery showing what only the newer
+	// version serves, once a newer apiserver has joined.
+	"certify/discovery-converges": {Timeout: 3 * time.Minute, Interval: time.Second},
+}
+
+// Named returns the budget registered under name in the table of
+// timeouts; an unknown name is an error, never a silent default.
+func Named(name string) (Budget, error) {
+	b, ok := budgets[name]
+	if !ok {
+		return Budget{}, fmt.Errorf("no timeout named %q (known: %s)", name, strings.Join(Names(), ", "))
+	}
+	return b, nil
+}
+
+// Names lists the table's names, sorted, for errors and documentation.
+func Names() []string {
+	names := make([]string, 0, len(budgets))
+	for name := range budgets {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}

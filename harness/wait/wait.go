@@ -1,0 +1,84 @@
+// Package wait is the harness's one way to wait for a cluster's state: a
+// condition polled under a budget from one table of timeouts, and a
+// timeout that says what was awaited and what was last seen, never just
+// "timed out". It imports only the standard library and apimachinery, so
+// that every harness package can use it.
+package wait
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// Condition reports whether what is awaited has happened and, when it has
+// not, the state it saw (e.g. "2 updated, 1 available of 3", "its
+// apiserver reports v1.35.4"). An error ends the wait at once.
+type Condition func(ctx context.Context) (done bool, state string, err error)
+
+// For waits, under the budget named name, until cond is done. On timeout
+// the error says what was awaited, for how long, and the last state
+// observed. When ctx is cancelled (not the budget) the error wraps
+// ctx.Err() and still says what was awaited and the last state. An error
+// returned by cond is returned at once, wrapped with what was awaited.
+func For(ctx context.Context, name, what string, cond Condition) error {
+	b, err := Named(name)
+	if err != nil {
+		return fmt.Errorf("failed to wait for %s: %w", what, err)
+	}
+	return Within(ctx, b, what, cond)
+}
+
+// Within is For with an explicit budget, for budgets that are user input
+// (a migration's stop condition); it validates b first.
+func Within(ctx context.Context, b Budget, what string, cond Condition) error {
+	if err := b.Validate(); err != nil {
+		return fmt.Errorf("failed to wait for %s: %w", what, err)
+	}
+	p := poll{cond: cond}
+	start := time.Now()
+	err := wait.PollUntilContextTimeout(ctx, b.Interval, b.Timeout, true, p.check)
+	switch {
+	case err == nil:
+		return nil
+	case p.err != nil:
+		return fmt.Errorf("failed to wait for %s: %w", what, p.err)
+	case ctx.Err() != nil:
+		// The caller gave up, not the budget: say so, and keep its reason.
+		return fmt.Errorf("stopped waiting for %s after %s: %w: last seen: %s",
+			what, time.Since(start).Round(time.Millisecond), ctx.Err(), p.lastSeen())
+	default:
+		return fmt.Errorf("timed out after %s waiting for %s: last seen: %s", b.Timeout, what, p.lastSeen())
+	}
+}
+
+// poll is one wait's memory of what its condition last said.
+type poll struct {
+	cond Condition
+	last string
+	err  error
+}
+
+func (p *poll) check(ctx context.Context) (bool, error) {
+	done, state, err := p.cond(ctx)
+	if state != "" {
+		p.last = state
+	}
+	if err != nil && ctx.Err() != nil {
+		// A call the budget (or the caller) cut short says nothing about
+		// the state: the wait ends as a timeout or a cancellation, with
+		// the last state the condition did see.
+		return false, nil
+	}
+	p.err = err
+	return done, err
+}
+
+func (p *poll) lastSeen() string {
+	if p.last == "" {
+		return "nothing observed"
+	}
+	return p.last
+}

@@ -1,0 +1,149 @@
+// Package skewer_test keeps the house in order: every package of the
+// module has a floor, and an import may only run down to a lower floor.
+// The floors are written here so that a new package has to be given one.
+package skewer_test
+
+import (
+	"fmt"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/skewer-k8s/skewer/"
+
+// floors of the house, from the ground up. A package imports only from
+// floors below its own; packages on one floor stand side by side.
+var floors = [][]string{
+	{"internal/run", "internal/source", "harness/version", "harness/wait", "harness/discovery"},
+	{"internal/docker", "harness/metrics", "harness/sidecar", "harness/certify"},
+	{"harness/nodeimage", "harness/report"},
+	{"harness/cluster"},
+	{"harness/rollout", "harness/faults", "harness/traffic", "harness/audit"},
+	{"harness/suite", "harness/certification"},
+	{"cmd/skewer", "suites/mvp", "suites/rollout", "suites/sidecar", "suites/smoke", "bench", "."},
+}
+
+// apart are programs built into images: they stand on their own and may
+// import only from inside their own directory.
+var apart = []string{"standins", "fixtures", "harness/faults/relay"}
+
+func TestNoImportRunsBackUp(t *testing.T) {
+	imports, err := projectImports(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range violations(imports) {
+		t.Error(v)
+	}
+}
+
+// The check itself fails when an import runs back up, when a package has
+// no floor, and when a program built into an image reaches out.
+func TestTheCheckCatchesWhatItShould(t *testing.T) {
+	got := violations(map[string][]string{
+		"internal/docker":  {"harness/cluster"},
+		"harness/new":      nil,
+		"harness/rollout":  {"harness/faults"},
+		"standins/lb":      {"internal/run"},
+		"fixtures/cmd/fix": {"fixtures"},
+	})
+	want := []string{
+		"harness/new has no floor",
+		"harness/rollout imports harness/faults, on its own floor",
+		"internal/docker imports harness/cluster, a floor above it",
+		"standins/lb is built into an image but imports internal/run",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func violations(imports map[string][]string) []string {
+	floor := map[string]int{}
+	for i, f := range floors {
+		for _, p := range f {
+			floor[p] = i
+		}
+	}
+	var out []string
+	for pkg, deps := range imports {
+		if root := apartRoot(pkg); root != "" {
+			for _, d := range deps {
+				if d != root && !strings.HasPrefix(d, root+"/") {
+					out = append(out, fmt.Sprintf("%s is built into an image but imports %s", pkg, d))
+				}
+			}
+			continue
+		}
+		f, ok := floor[pkg]
+		if !ok {
+			out = append(out, pkg+" has no floor")
+			continue
+		}
+		for _, d := range deps {
+			switch df, known := floor[d]; {
+			case !known:
+				// reported as a package of its own
+			case df == f:
+				out = append(out, fmt.Sprintf("%s imports %s, on its own floor", pkg, d))
+			case df > f:
+				out = append(out, fmt.Sprintf("%s imports %s, a floor above it", pkg, d))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func apartRoot(pkg string) string {
+	for _, a := range apart {
+		if pkg == a || strings.HasPrefix(pkg, a+"/") {
+			return a
+		}
+	}
+	return ""
+}
+
+// projectImports reads, for every directory with Go files, the module's
+// packages its files import, tests included.
+func projectImports(root string) (map[string][]string, error) {
+	out := map[string][]string{}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") || strings.HasPrefix(d.Name(), "_") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		pkg := filepath.ToSlash(filepath.Dir(path))
+		if _, ok := out[pkg]; !ok {
+			out[pkg] = nil
+		}
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if dep, ok := strings.CutPrefix(p, module); ok && dep != pkg {
+				out[pkg] = append(out[pkg], dep)
+			}
+		}
+		return nil
+	})
+	if _, serr := os.Stat(filepath.Join(root, "go.mod")); serr != nil {
+		return nil, fmt.Errorf("run from the module's root: %w", serr)
+	}
+	return out, err
+}
