@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 
+	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/faults"
 	"github.com/skewer-k8s/skewer/harness/metrics"
 )
@@ -33,6 +34,22 @@ func inject(ctx context.Context, t *testing.T, f faults.Fault) {
 		}
 		t.Logf("reverted: %s (%s)", f.Name(), time.Since(start).Round(100*time.Millisecond))
 	})
+}
+
+// routeWorks waits until a request for the new resource through sv succeeds:
+// every peer-link fault starts from a working route. An earlier check may
+// have restarted a capable peer, and until the old apiserver's peer
+// discovery holds it again, the old one answers a plain 404 - that is the
+// gap after a restart, not what the fault does.
+func routeWorks(ctx context.Context, t *testing.T, sv server) {
+	t.Helper()
+	cs := sv.client()
+	start := time.Now()
+	NewWithT(t).Eventually(func() error {
+		_, err := cs.AdmissionregistrationV1().MutatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
+		return err
+	}).WithTimeout(3*time.Minute).WithPolling(time.Second).Should(Succeed(), "%s through %s before the fault", newResource, sv.Name)
+	t.Logf("%s through %s works (waited %s)", newResource, sv.Name, time.Since(start).Round(100*time.Millisecond))
 }
 
 // runtimeConfigVariant turns node.k8s.io/v1 off on a newer apiserver: the
@@ -63,7 +80,7 @@ func runtimeConfigVariant(ctx context.Context, t *testing.T, _ *envconf.Config) 
 	labels404 := map[string]string{"code": "404", "group": "node.k8s.io", "version": "v1", "resource": "runtimeclasses"}
 	g.Expect(metrics.Delta(before, after, rerouted, labels404)).To(BeEquivalentTo(missing), "%s%v on %s", rerouted, labels404, nw.Name)
 	g.Expect(metrics.Delta(before, after, rerouted, labels)).To(BeNumerically(">=", missing+1))
-	s.Report(t, "measured", "node.k8s.io/v1 off on %s: %s{code=404,group=node.k8s.io,version=v1,resource=runtimeclasses} moved by %d for %d gets of missing names; all series after: %v",
+	s.Measured(t, "node.k8s.io/v1 off on %s: %s{code=404,group=node.k8s.io,version=v1,resource=runtimeclasses} moved by %d for %d gets of missing names; all series after: %v",
 		nw.Name, rerouted, missing, missing, after.Series(rerouted))
 	expectProxiedAudit(t, nw, win.Old, tr.take(), admin)
 
@@ -77,13 +94,20 @@ func runtimeConfigVariant(ctx context.Context, t *testing.T, _ *envconf.Config) 
 	after = nw.scrape(ctx, t)
 	g.Expect(o.Code).To(Equal(503), "every capable peer past its TLS handshake timeout: %s", o)
 	labels503 := map[string]string{"code": "503", "group": "node.k8s.io", "version": "v1", "resource": "runtimeclasses"}
-	g.Expect(metrics.Delta(before, after, rerouted, labels503)).To(BeEquivalentTo(1), "%s%v", rerouted, labels503)
+	// At least ours: in the seconds the request takes, another client of
+	// runtimeclasses (a kubelet's informer re-listing) may be forwarded
+	// and fail the same way; the exact count is proven without a fault.
+	moved503 := metrics.Delta(before, after, rerouted, labels503)
+	g.Expect(moved503).To(BeNumerically(">=", 1), "%s%v", rerouted, labels503)
 	errs := metrics.Delta(before, after, peerProxyErrors, nil)
-	s.Report(t, "measured", "links %s -> every capable peer +6 s each way: list runtimeclasses %s; %s moved by %g; %s{code=503,...} by 1",
-		nw.Name, o, peerProxyErrors, errs, rerouted)
+	s.Measured(t, "links %s -> every capable peer +6 s each way: list runtimeclasses %s; %s moved by %g; %s{code=503,...} by %g",
+		nw.Name, o, peerProxyErrors, errs, rerouted, moved503)
+	v := certify.Verdict{ID: "mvp.metrics.peer-proxy-errors", Outcome: certify.Pass, Evidence: []string{fmt.Sprintf("%s moved by %g", peerProxyErrors, errs)}}
 	if errs == 0 {
-		s.Report(t, "finding", "%s did not move for a request that failed at the transport (503): it counts only a missing user or an unresolvable peer; transport failures show only as %s{code=\"503\"}", peerProxyErrors, rerouted)
+		v.Outcome = certify.Fail
+		v.Reason = fmt.Sprintf("%s did not move for a forwarded request that failed at the transport (every capable peer past its TLS handshake timeout, answered 503); it showed only as %s{code=\"503\"}", peerProxyErrors, rerouted)
 	}
+	s.Judge(t, v)
 	return ctx
 }
 
@@ -131,6 +155,7 @@ func blackHole(ctx context.Context, t *testing.T, _ *envconf.Config) context.Con
 	cfg.Timeout = clientTimeout
 	cs, _ := clientAs(cfg)
 	api := cs.AdmissionregistrationV1().MutatingAdmissionPolicies()
+	routeWorks(ctx, t, old)
 	before := old.scrape(ctx, t)
 	inject(ctx, t, &faults.BlackHole{From: old.Node, To: peer.Node})
 	start := time.Now()
@@ -146,7 +171,7 @@ func blackHole(ctx context.Context, t *testing.T, _ *envconf.Config) context.Con
 		write = attempt(start, func() error { _, err := api.Create(ctx, newPolicy(run), metav1.CreateOptions{}); return err })
 	}()
 	wg.Wait()
-	s.Report(t, "measured", "through %s with its link to %s black-holed (client timeout %s): list %s; create %s", old.Name, peer.Name, clientTimeout, read, write)
+	s.Measured(t, "through %s with its link to %s black-holed (client timeout %s): list %s; create %s", old.Name, peer.Name, clientTimeout, read, write)
 	for what, o := range map[string]outcome{"list": read, "create": write} {
 		g.Expect(o.Code).NotTo(Equal(404), "%s: a black hole is not a false 404", what)
 		g.Expect(o.Code).To(BeElementOf(503, 504), "%s: an explicit 503 (or the entry server's 504 timeout)", what)
@@ -159,7 +184,7 @@ func blackHole(ctx context.Context, t *testing.T, _ *envconf.Config) context.Con
 	list, err := peer.client().AdmissionregistrationV1().MutatingAdmissionPolicies().List(ctx, metav1.ListOptions{LabelSelector: suiteLabel + "=" + run})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(len(list.Items)).To(BeNumerically("<=", 1), "objects the one create made")
-	s.Report(t, "measured", "the create that failed under the black hole made %d object(s)", len(list.Items))
+	s.Measured(t, "the create that failed under the black hole made %d object(s)", len(list.Items))
 	return ctx
 }
 
@@ -184,6 +209,7 @@ func slowLink(ctx context.Context, t *testing.T, _ *envconf.Config) context.Cont
 	}
 
 	// Below: +100 ms each way.
+	routeWorks(ctx, t, old)
 	revert := slow(100 * time.Millisecond)
 	api := withTimeout(30 * time.Second)
 	start := time.Now()
@@ -200,7 +226,7 @@ func slowLink(ctx context.Context, t *testing.T, _ *envconf.Config) context.Cont
 	for _, o := range below {
 		took = append(took, o.Took.Round(10*time.Millisecond).String())
 	}
-	s.Report(t, "measured", "link %s -> %s +100 ms each way: 5 lists through %s all 200, in %s", old.Name, peer.Name, old.Name, strings.Join(took, ", "))
+	s.Measured(t, "link %s -> %s +100 ms each way: 5 lists through %s all 200, in %s", old.Name, peer.Name, old.Name, strings.Join(took, ", "))
 
 	// Between: +3 s each way. TLS (one round trip) takes 6 s, the create
 	// reaches the peer at ~9 s, its answer would be back at ~12 s; the
@@ -221,7 +247,7 @@ func slowLink(ctx context.Context, t *testing.T, _ *envconf.Config) context.Cont
 	g.Consistently(made).WithTimeout(8*time.Second).WithPolling(time.Second).Should(BeNumerically("<=", 1), "objects one create made")
 	revert()
 	g.Expect(write.Code).NotTo(Equal(404), "%s", write)
-	s.Report(t, "measured", "link +3 s each way, client timeout 10.5 s: create through %s %s; objects made: %d", old.Name, write, made())
+	s.Measured(t, "link +3 s each way, client timeout 10.5 s: create through %s %s; objects made: %d", old.Name, write, made())
 
 	// Above: +6 s each way; the TLS handshake (12 s) outlasts its 10 s timeout.
 	revert = slow(6 * time.Second)
@@ -230,7 +256,7 @@ func slowLink(ctx context.Context, t *testing.T, _ *envconf.Config) context.Cont
 	revert()
 	g.Expect(above.Code).To(Equal(503), "past the TLS handshake timeout: an explicit 503: %s", above)
 	g.Expect(above.Took).To(BeNumerically("<", 20*time.Second), "%s", above)
-	s.Report(t, "measured", "link +6 s each way: list through %s %s", old.Name, above)
+	s.Measured(t, "link +6 s each way: list through %s %s", old.Name, above)
 	return ctx
 }
 
@@ -275,6 +301,7 @@ func timeline(outs []outcome) string {
 func onlyPeerStopped(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 	g := NewWithT(t)
 	old, peer := win.Old[0], win.New[0]
+	routeWorks(ctx, t, old)
 	inject(ctx, t, &faults.StopAPIServer{Node: peer.Node})
 	outs := probe(ctx, old, 30*time.Second, time.Second)
 	t.Logf("through %s after %s's apiserver stopped: %v%s", old.Name, peer.Name, codes(outs), timeline(outs))
@@ -282,10 +309,13 @@ func onlyPeerStopped(ctx context.Context, t *testing.T, _ *envconf.Config) conte
 		g.Expect(o.Took).To(BeNumerically("<", 35*time.Second), "no request hangs: %s", o)
 		g.Expect(o.Code).NotTo(Equal(200), "nothing left serves %s: %s", newResource, o)
 	}
-	final := outs[len(outs)-1]
-	if final.Code == 404 {
-		s.Report(t, "finding", "with its only capable peer stopped, %s answers a false 404 for %s (%v in 30 s), not 503: the peer left with its identity lease, so nothing tells the proxy the resource exists", old.Name, newResource, codes(outs))
+	v := certify.Verdict{ID: "mvp.fault.only-peer-gone", Outcome: certify.Pass, Evidence: []string{fmt.Sprintf("%v in 30 s", codes(outs))}}
+	if n := codes(outs)[404]; n > 0 {
+		v.Outcome = certify.Fail
+		v.Reason = fmt.Sprintf("with its only capable peer (%s) stopped, %s answered %d of %d requests for %s with 404, not 503 (%v in 30 s)",
+			peer.Name, old.Name, n, len(outs), newResource, codes(outs))
 	}
+	s.Judge(t, v)
 	return ctx
 }
 
@@ -293,11 +323,12 @@ func onlyPeerStopped(ctx context.Context, t *testing.T, _ *envconf.Config) conte
 func otherPeerServes(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 	g := NewWithT(t)
 	old, gone := win.Old[0], win.New[0]
+	routeWorks(ctx, t, old)
 	inject(ctx, t, &faults.StopAPIServer{Node: gone.Node})
 	cs, tr := old.traced()
 	outs := probe(ctx, old, 20*time.Second, 500*time.Millisecond)
 	t.Logf("through %s after %s's apiserver stopped: %v%s", old.Name, gone.Name, codes(outs), timeline(outs))
-	s.Report(t, "measured", "one of two capable peers (%s) stopped: %s answered %v over 20 s", gone.Name, old.Name, codes(outs))
+	s.Measured(t, "one of two capable peers (%s) stopped: %s answered %v over 20 s", gone.Name, old.Name, codes(outs))
 	for _, o := range outs {
 		g.Expect(o.Code).NotTo(Equal(404), "a false 404 while %s serves %s: %s", win.New[1].Name, newResource, o)
 	}
