@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
 	"sort"
 	"strings"
 
@@ -55,6 +53,9 @@ is 1 when any promise failed.`,
 				return err
 			}
 			if f.dryRun {
+				if err := in.CheckImages(cmd.Context()); err != nil {
+					return err
+				}
 				printPlan(cmd.OutOrStdout(), in)
 				return nil
 			}
@@ -138,7 +139,7 @@ func certifyInput(f certifyFlags, progress io.Writer) (certification.Input, erro
 	in := certification.Input{
 		Pair: pair, Strategies: strategies, Only: ids(f.only), Skip: ids(f.skip), Waivers: ws, Strict: f.strict,
 		Profile: spec, Name: f.name, Images: &nodeimage.Resolver{Source: src, Out: progress},
-		Retain: f.retain, Out: progress, Tool: toolInfo(),
+		Retain: f.retain, Out: progress, Verbosity: global.verbosity, Tool: toolInfo(),
 	}
 	return in, in.Validate()
 }
@@ -185,20 +186,4 @@ func printPlan(w io.Writer, in certification.Input) {
 			fmt.Fprintf(w, "skipped, %s:\n  %s\n", r, strings.Join(skipped[r], "\n  "))
 		}
 	}
-}
-
-// toolInfo is skewer's module version and what it was built with.
-func toolInfo() report.Tool {
-	t := report.Tool{Version: "(devel)", Go: runtime.Version(), Kind: "unknown"}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if bi.Main.Version != "" {
-			t.Version = bi.Main.Version
-		}
-		for _, d := range bi.Deps {
-			if d.Path == "sigs.k8s.io/kind" {
-				t.Kind = d.Version
-			}
-		}
-	}
-	return t
 }

@@ -25,6 +25,12 @@ func imagesCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// Every version is checked before the first is built.
+			for _, v := range vs {
+				if err := (&nodeimage.Resolver{Source: nodeimage.SourceBuild}).Check(cmd.Context(), v); err != nil {
+					return err
+				}
+			}
 			b := &nodeimage.Builder{Out: cmd.ErrOrStderr()}
 			for _, v := range vs {
 				ref, err := b.Build(cmd.Context(), v)
@@ -37,19 +43,50 @@ func imagesCommand() *cobra.Command {
 		},
 	}
 	build.Flags().StringSliceVar(&versions, "version", nil, "Kubernetes version(s) to build, e.g. v1.35.4,v1.36.3")
+	var output string
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the images skewer built on this machine",
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			rows, err := docker.Images(cmd.Context(), nodeimage.LocalBuildLabel)
+			if output != "text" && output != "json" {
+				return fmt.Errorf("invalid --output %q: want text or json", output)
+			}
+			images, err := docker.Images(cmd.Context(), nodeimage.LocalBuildLabel)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "IMAGE\tSIZE\tCREATED")
-			fmt.Fprintln(cmd.OutOrStdout(), strings.Join(rows, "\n"))
-			return nil
+			return printList(cmd.OutOrStdout(), output, images, "IMAGE\tID\tSIZE\tCREATED", func(i docker.Image) string {
+				return strings.Join([]string{i.Ref, i.ID, i.Size, i.Created}, "\t")
+			})
 		},
 	}
-	cmd.AddCommand(build, list)
+	list.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	var dryRun bool
+	clean := &cobra.Command{
+		Use:   "clean",
+		Short: "Remove every image skewer made on this machine, and nothing else",
+		Long: `clean removes every image that carries skewer's label (` + nodeimage.LocalBuildLabel + `): node images, component
+and fixture images, root filesystems, and the load-balancer stand-in built under Envoy's name when
+this machine had no Envoy. Images skewer did not make are left alone, including a real Envoy.
+The build cache (~/.cache/skewer) stays; the next build reuses it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			gone, err := docker.RemoveImages(cmd.Context(), nodeimage.LocalBuildLabel, dryRun)
+			for _, ref := range gone {
+				fmt.Fprintln(cmd.OutOrStdout(), ref)
+			}
+			if err == nil {
+				verb := "removed"
+				if dryRun {
+					verb = "would remove"
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s %d image(s)\n", verb, len(gone))
+			}
+			return err
+		},
+	}
+	clean.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be removed; remove nothing")
+	cmd.AddCommand(build, list, clean)
 	return cmd
 }

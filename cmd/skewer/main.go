@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/skewer-k8s/skewer/harness/cluster"
 )
 
 // SIGINT and SIGTERM cancel the context, so every command cleans up after
@@ -27,12 +29,24 @@ func main() {
 // reported as one line on stderr.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := &cobra.Command{
-		Use:           "skewer",
-		Short:         "Prove Kubernetes control-plane upgrades and native sidecar migrations safe, on real kind clusters",
+		Use:   "skewer",
+		Short: "Prove Kubernetes control-plane upgrades and native sidecar migrations safe, on real kind clusters",
+		Long: `skewer proves, on real kind clusters, that a control-plane rolling upgrade across a version skew
+and a migration to native sidecars are safe. Every image a cluster runs is built on this machine from
+the Go module proxy and Debian packages. Start with: skewer certify --from v1.35.4 --to v1.36.3`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			if global.quiet {
+				// Progress goes; results (stdout) and the error line stay.
+				cmd.Root().SetErr(io.Discard)
+			}
+		},
 	}
-	root.AddCommand(imagesCommand(), upCommand(), downCommand(), rolloutCommand(), rollbackCommand(), certifyCommand())
+	pf := root.PersistentFlags()
+	pf.IntVarP(&global.verbosity, "verbosity", "v", 0, "kind's log level: 0 its status lines, 1 and up its debug output too")
+	pf.BoolVarP(&global.quiet, "quiet", "q", false, "print no progress, only results and errors")
+	root.AddCommand(versionCommand(), imagesCommand(), upCommand(), downCommand(), getCommand(), exportCommand(), rolloutCommand(), rollbackCommand(), certifyCommand())
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -50,6 +64,26 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// global holds the root's flags, which every command reads.
+var global struct {
+	verbosity int
+	quiet     bool
+}
+
+// clusterOptions are cluster.Options with the root's flags applied.
+func clusterOptions(out io.Writer) cluster.Options {
+	return cluster.Options{Out: out, Verbosity: global.verbosity}
+}
+
+// defaultName is the cluster name a command uses without --name:
+// $SKEWER_CLUSTER_NAME (as kind reads KIND_CLUSTER_NAME), else fallback.
+func defaultName(fallback string) string {
+	if n := os.Getenv("SKEWER_CLUSTER_NAME"); n != "" {
+		return n
+	}
+	return fallback
 }
 
 // hinted is an error with what the user can do about it.

@@ -39,7 +39,7 @@ func rolloutCommand() *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&f.name, "name", "skewer-ha", "cluster name")
+	cmd.Flags().StringVarP(&f.name, "name", "n", defaultName("skewer-ha"), "cluster name ($SKEWER_CLUSTER_NAME sets the default)")
 	cmd.Flags().Var(&f.to, "to", "target Kubernetes version")
 	cmd.Flags().StringVar(&f.strategy, "strategy", "surge", "surge (join new, remove old) or in-place (kubeadm upgrade)")
 	cmd.Flags().IntVar(&f.pauseAfter, "pause-after", 0, "stop after this many control planes (0: all), holding the mixed window")
@@ -59,7 +59,7 @@ func rollbackCommand() *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&f.name, "name", "skewer-ha", "cluster name")
+	cmd.Flags().StringVarP(&f.name, "name", "n", defaultName("skewer-ha"), "cluster name ($SKEWER_CLUSTER_NAME sets the default)")
 	cmd.Flags().Var(&f.to, "to", "version to return to (default: where the last rollout started)")
 	cmd.Flags().StringVar(&f.imageSource, "image-source", "build", "where the node image comes from: build, local or pull")
 	return cmd
@@ -73,7 +73,7 @@ func move(cmd *cobra.Command, f rolloutFlags, do func(context.Context, *cluster.
 	if err != nil {
 		return err
 	}
-	c, err := cluster.Open(ctx, f.name, cluster.Options{Out: out})
+	c, err := cluster.Open(ctx, f.name, clusterOptions(out))
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,9 @@ func upCommand() *cobra.Command {
 				return err
 			}
 			r := &nodeimage.Resolver{Source: src, Out: cmd.ErrOrStderr()}
-			c, err := cluster.Create(cmd.Context(), spec, r.Resolve, cluster.Options{Out: cmd.ErrOrStderr(), Retain: f.retain})
+			opts := clusterOptions(cmd.ErrOrStderr())
+			opts.Retain = f.retain
+			c, err := cluster.Create(cmd.Context(), spec, r.Resolve, opts)
 			if err != nil {
 				return err
 			}
@@ -46,7 +48,7 @@ func upCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&f.profile, "profile", "ha", "profile name (clusters/<name>.yaml) or path")
-	cmd.Flags().StringVar(&f.name, "name", "", "cluster name (default: the profile's)")
+	cmd.Flags().StringVarP(&f.name, "name", "n", defaultName(""), "cluster name (default: $SKEWER_CLUSTER_NAME, else the profile's)")
 	cmd.Flags().StringVar(&f.version, "version", "", "Kubernetes version of every node (default: the profile's)")
 	cmd.Flags().StringSliceVar(&f.cpVersions, "control-plane-versions", nil, "version of each control plane, in order")
 	cmd.Flags().StringSliceVar(&f.workerVersions, "worker-versions", nil, "version of each worker, in order")
@@ -93,7 +95,7 @@ func downCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			start := time.Now()
-			c, err := cluster.Open(cmd.Context(), name, cluster.Options{Out: cmd.ErrOrStderr()})
+			c, err := cluster.Open(cmd.Context(), name, clusterOptions(cmd.ErrOrStderr()))
 			if err != nil {
 				return err
 			}
@@ -104,6 +106,6 @@ func downCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&name, "name", "skewer-ha", "cluster name")
+	cmd.Flags().StringVarP(&name, "name", "n", defaultName("skewer-ha"), "cluster name ($SKEWER_CLUSTER_NAME sets the default)")
 	return cmd
 }

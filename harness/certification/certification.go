@@ -52,7 +52,9 @@ type Input struct {
 	// Retain keeps each run's cluster.
 	Retain bool
 	Out    io.Writer
-	Tool   report.Tool
+	// Verbosity is kind's log level while clusters are made (cluster.Options).
+	Verbosity int
+	Tool      report.Tool
 }
 
 // Validate refuses input a certification cannot run.
@@ -136,12 +138,28 @@ func Plan(in Input) map[rollout.Strategy][]certify.Verdict {
 	return out
 }
 
+// CheckImages refuses, before anything is built, a pair one of whose
+// node images cannot be had (a version the Go module proxy does not
+// serve): both versions are asked first, so a bad --to does not cost the
+// build of --from's image.
+func (in Input) CheckImages(ctx context.Context) error {
+	for _, v := range []version.Version{in.Pair.From, in.Pair.To} {
+		if err := in.Images.Check(ctx, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Run certifies the pair: the node images of both versions first (nothing
 // is created if one cannot be had), then each strategy on its own cluster.
 // A run that cannot go on fails the promises it had not judged yet, with
 // the reason; the results are returned whole either way.
 func Run(ctx context.Context, in Input) (*report.Results, error) {
 	if err := in.Validate(); err != nil {
+		return nil, err
+	}
+	if err := in.CheckImages(ctx); err != nil {
 		return nil, err
 	}
 	res := report.New(in.Pair, in.Tool, time.Now())

@@ -130,7 +130,7 @@ func (r *run) transitions(ctx context.Context) error {
 			}
 			return r.in.Images.Resolve(ctx, v)
 		}
-		c, err := cluster.Create(ctx, &spec, resolved, cluster.Options{Out: r.out})
+		c, err := cluster.Create(ctx, &spec, resolved, cluster.Options{Out: r.out, Verbosity: r.in.Verbosity})
 		r.c = c
 		return err
 	}); err != nil {

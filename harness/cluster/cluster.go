@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -40,6 +41,9 @@ type Options struct {
 	Retain bool
 	// WaitForReady bounds the wait for every node to be Ready.
 	WaitForReady time.Duration
+	// Verbosity is kind's log level: 0 prints its status lines, higher
+	// levels its debug output too (kind's own -v).
+	Verbosity int
 }
 
 // StateDir is $SKEWER_STATE, else the user cache directory's skewer/clusters.
@@ -73,7 +77,7 @@ func newProvider(p *progress) *kind.Provider {
 // Open adopts an existing cluster by name.
 func Open(ctx context.Context, name string, o Options) (*Cluster, error) {
 	o.defaults()
-	p := newProgress(o.Out)
+	p := newProgress(o.Out, o.Verbosity)
 	c := &Cluster{Name: name, Dir: filepath.Join(o.StateDir, name), provider: newProvider(p), log: p}
 	names, err := c.provider.List()
 	if err != nil {
@@ -195,4 +199,40 @@ func (c *Cluster) ExportLogs(ctx context.Context, dir string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Summary is one kind cluster on this machine.
+type Summary struct {
+	Name  string `json:"name"`
+	Nodes int    `json:"nodes"`
+	// Skewer says skewer made it: its spec and kubeconfig are in the state
+	// directory, the kubeconfig named here.
+	Skewer     bool   `json:"skewer"`
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+}
+
+// List is every kind cluster on this machine, skewer's and others', by
+// name.
+func List(o Options) ([]Summary, error) {
+	o.defaults()
+	p := newProvider(newProgress(o.Out, o.Verbosity))
+	names, err := p.List()
+	if err != nil {
+		return nil, fmt.Errorf("failed to list kind clusters: %w", err)
+	}
+	sort.Strings(names)
+	out := make([]Summary, 0, len(names))
+	for _, name := range names {
+		nodes, err := p.ListNodes(name)
+		if err != nil {
+			return nil, fmt.Errorf("failed to list the nodes of %s: %w", name, err)
+		}
+		s := Summary{Name: name, Nodes: len(nodes)}
+		l := layout{filepath.Join(o.StateDir, name)}
+		if _, err := os.Stat(l.spec()); err == nil {
+			s.Skewer, s.Kubeconfig = true, l.kubeconfig()
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }

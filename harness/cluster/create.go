@@ -31,7 +31,7 @@ func Create(ctx context.Context, s *Spec, resolve ImageResolver, o Options) (*Cl
 	if err := docker.Ping(ctx); err != nil {
 		return nil, err
 	}
-	p := newProgress(o.Out)
+	p := newProgress(o.Out, o.Verbosity)
 	c := &Cluster{Name: s.Name, Dir: filepath.Join(o.StateDir, s.Name), Spec: s, provider: newProvider(p), log: p}
 	existing, err := c.provider.List()
 	if err != nil {

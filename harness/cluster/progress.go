@@ -13,12 +13,15 @@ import (
 // progress is kind's logger printed as one line per step with the time
 // since the start, which is what a user watching a long create wants.
 type progress struct {
-	mu    sync.Mutex
-	out   io.Writer
-	start time.Time
+	mu        sync.Mutex
+	out       io.Writer
+	start     time.Time
+	verbosity log.Level
 }
 
-func newProgress(out io.Writer) *progress { return &progress{out: out, start: time.Now()} }
+func newProgress(out io.Writer, verbosity int) *progress {
+	return &progress{out: out, start: time.Now(), verbosity: log.Level(verbosity)}
+}
 
 func (p *progress) line(msg string) {
 	msg = strings.TrimSpace(msg)
@@ -37,9 +40,10 @@ func (p *progress) Errorf(format string, args ...interface{}) { p.Error(fmt.Spri
 func (p *progress) Info(message string)                       { p.line(message) }
 func (p *progress) Infof(format string, args ...interface{})  { p.Info(fmt.Sprintf(format, args...)) }
 
-// V keeps kind's status lines (level 0) and drops its debug output.
+// V keeps kind's status lines (level 0) and its debug output up to the
+// verbosity asked for.
 func (p *progress) V(level log.Level) log.InfoLogger {
-	if level > 0 {
+	if level > p.verbosity {
 		return discard{}
 	}
 	return p

@@ -2,8 +2,10 @@ package nodeimage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/skewer-k8s/skewer/harness/version"
 	"github.com/skewer-k8s/skewer/internal/docker"
@@ -46,6 +48,38 @@ type Resolver struct {
 	Out     io.Writer
 }
 
+// Check refuses, in one line and before anything is built or pulled, a
+// version no node image can come from: for a build, one the Go module
+// proxy does not serve as k8s.io/kubernetes (not asked when the image is
+// already here, so a machine offline with its images works); for a pull,
+// one without a pinned digest; for local, one without a local image.
+func (r *Resolver) Check(ctx context.Context, v version.Version) error {
+	switch r.Source {
+	case SourcePull:
+		if _, ok := pinned[v.String()]; !ok {
+			return fmt.Errorf("no pinned kindest/node digest for %s; use --image-source=build", v)
+		}
+	case SourceLocal:
+		if !docker.ImageExists(ctx, Ref(v)) {
+			return fmt.Errorf("no local node image %s (build it: skewer images build --version %s)", Ref(v), v)
+		}
+	default:
+		if docker.ImageExists(ctx, Ref(v)) {
+			return nil
+		}
+		// Metadata only: a fraction of a second, nothing downloaded.
+		if _, err := run.Command("go", "list", "-m", "-json", "k8s.io/kubernetes@"+v.String()).Output(ctx); err != nil {
+			why := err.Error()
+			var rerr *run.Error
+			if errors.As(err, &rerr) {
+				why = strings.Join(strings.Fields(string(rerr.Output)), " ")
+			}
+			return fmt.Errorf("Kubernetes %s cannot be built: the Go module proxy does not serve k8s.io/kubernetes@%s (%s)", v, v, why)
+		}
+	}
+	return nil
+}
+
 // Resolve returns the node image for version.
 func (r *Resolver) Resolve(ctx context.Context, v version.Version) (string, error) {
 	out := r.Out
@@ -54,10 +88,10 @@ func (r *Resolver) Resolve(ctx context.Context, v version.Version) (string, erro
 	}
 	switch r.Source {
 	case SourcePull:
-		ref, ok := pinned[v.String()]
-		if !ok {
-			return "", fmt.Errorf("no pinned kindest/node digest for %s; use --image-source=build", v)
+		if err := r.Check(ctx, v); err != nil {
+			return "", err
 		}
+		ref := pinned[v.String()]
 		if !docker.ImageExists(ctx, ref) {
 			fmt.Fprintf(out, "node image %s: pulling %s (--image-source=pull)\n", v, ref)
 			if err := run.Command("docker", "pull", ref).Run(ctx); err != nil {
@@ -68,8 +102,8 @@ func (r *Resolver) Resolve(ctx context.Context, v version.Version) (string, erro
 		}
 		return ref, nil
 	case SourceLocal:
-		if !docker.ImageExists(ctx, Ref(v)) {
-			return "", fmt.Errorf("no local node image %s (build it: skewer images build --version %s)", Ref(v), v)
+		if err := r.Check(ctx, v); err != nil {
+			return "", err
 		}
 		fmt.Fprintf(out, "node image %s: %s (local)\n", v, Ref(v))
 		return Ref(v), nil

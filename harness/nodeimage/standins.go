@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/skewer-k8s/skewer/internal/docker"
 	"github.com/skewer-k8s/skewer/internal/run"
 	"github.com/skewer-k8s/skewer/internal/source"
 )
@@ -90,11 +91,18 @@ func (p *plan) standIns(ctx context.Context) (bool, error) {
 		}
 		if s.ref == loadBalancerImage {
 			// kind starts the load balancer from the host's images; it is
-			// never preloaded into a node.
+			// never preloaded into a node. A real Envoy the host already
+			// has (one skewer did not make) is used as kind would use it,
+			// and never overwritten.
+			if mine, exists := docker.ImageLabel(ctx, ref, LocalBuildLabel); exists && mine == "" {
+				p.b.logf("  using this machine's own %s for the load balancer (not skewer's stand-in)", ref)
+				continue
+			}
 			if p.imageCurrent(ctx, ref, key) {
 				continue
 			}
 			cached = false
+			p.b.logf("  building skewer's load-balancer stand-in as %s (no Envoy image here; kind clusters on this machine use it too, `skewer images clean` removes it)", ref)
 			if err := build(ctx, key); err != nil {
 				return false, err
 			}

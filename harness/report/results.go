@@ -49,8 +49,11 @@ type Results struct {
 // Tool is what made the results.
 type Tool struct {
 	Version string `json:"version"`
-	Go      string `json:"go"`
-	Kind    string `json:"kind"`
+	// Commit is the VCS revision the binary was built from, with +dirty
+	// when the tree had changes; empty when the build did not record it.
+	Commit string `json:"commit,omitempty"`
+	Go     string `json:"go"`
+	Kind   string `json:"kind"`
 }
 
 // Run is the pair taken through one strategy on one cluster.

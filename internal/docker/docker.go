@@ -101,14 +101,55 @@ func Copy(ctx context.Context, src, container, dst string) error {
 	return run.Command("docker", "cp", src, container+":"+dst).Run(ctx)
 }
 
-// Images lists local images whose label is set, as "repo:tag<TAB>size<TAB>label value" rows.
-func Images(ctx context.Context, label string) ([]string, error) {
+// RemoveImages removes every local image whose label is set, and nothing
+// else, and returns what it removed (or, with dryRun, would remove). An
+// image with several names loses each of them; one without a name goes by
+// its ID.
+func RemoveImages(ctx context.Context, label string, dryRun bool) ([]string, error) {
+	images, err := Images(ctx, label)
+	if err != nil {
+		return nil, err
+	}
+	var gone []string
+	for _, i := range images {
+		ref := i.Ref
+		if strings.Contains(ref, "<none>") {
+			ref = i.ID
+		}
+		if !dryRun {
+			if err := run.Command("docker", "image", "rm", ref).Run(ctx); err != nil {
+				return gone, err
+			}
+		}
+		gone = append(gone, ref)
+	}
+	return gone, nil
+}
+
+// Images lists local images whose label is set.
+func Images(ctx context.Context, label string) ([]Image, error) {
 	out, err := run.Command("docker", "image", "ls", "--filter", "label="+label,
-		"--format", "{{.Repository}}:{{.Tag}}\t{{.Size}}\t{{.CreatedSince}}").String(ctx)
+		"--format", "{{.Repository}}:{{.Tag}}\t{{.ID}}\t{{.Size}}\t{{.CreatedSince}}").String(ctx)
 	if err != nil || out == "" {
 		return nil, err
 	}
-	return strings.Split(out, "\n"), nil
+	var images []Image
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) != 4 {
+			return nil, fmt.Errorf("unexpected docker image ls line %q", line)
+		}
+		images = append(images, Image{Ref: f[0], ID: f[1], Size: f[2], Created: f[3]})
+	}
+	return images, nil
+}
+
+// Image is one local image as docker image ls shows it.
+type Image struct {
+	Ref     string `json:"ref"`
+	ID      string `json:"id"`
+	Size    string `json:"size"`
+	Created string `json:"created"`
 }
 
 // Containers lists the names of the containers, running or not, that

@@ -2,8 +2,10 @@ package smoke
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +21,7 @@ import (
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/internal/docker"
 	"github.com/skewer-k8s/skewer/internal/run"
+	"github.com/skewer-k8s/skewer/internal/source"
 )
 
 func TestLifecycle(t *testing.T) {
@@ -27,6 +30,7 @@ func TestLifecycle(t *testing.T) {
 		Assess("each apiserver answers /version with its own node's version", apiserverVersions).
 		Assess("each control plane writes audit events for requests it serves", auditPerControlPlane).
 		Assess("a Pod on the worker reaches a Pod on a control plane by Pod IP and through a Service", podToPod).
+		Assess("the skewer binary lists the cluster and exports its node and audit logs", cliGetAndExport).
 		Feature()
 	s.Env.Test(t, f)
 }
@@ -198,6 +202,39 @@ func podToPod(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Co
 			HaveField("Status.Phase", corev1.PodSucceeded), "client on %s reaching %s", workers[0].Name, endpoint)
 		t.Logf("worker %s reached %s (%s)", workers[0].Name, endpoint, target)
 	}
+	return ctx
+}
+
+// cliGetAndExport builds the skewer binary and runs `get clusters -o json`
+// and `export logs` against the suite's cluster, as a user would.
+func cliGetAndExport(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+	g := NewWithT(t)
+	root, err := source.Root()
+	g.Expect(err).NotTo(HaveOccurred())
+	bin := filepath.Join(t.TempDir(), "skewer")
+	g.Expect((&run.Cmd{Args: []string{"go", "build", "-o", bin, "./cmd/skewer"}, Dir: root}).Run(ctx)).To(Succeed())
+	out, err := run.Command(bin, "get", "clusters", "-o", "json").Output(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	var list []cluster.Summary
+	g.Expect(json.Unmarshal(out, &list)).To(Succeed(), "%s", out)
+	nodes, err := s.Cluster.Nodes(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(list).To(ContainElement(cluster.Summary{
+		Name: s.Cluster.Name, Nodes: len(nodes) + 1, Skewer: true, Kubeconfig: s.Cluster.Kubeconfig(),
+	}), "get clusters: the suite's cluster, its nodes and the load balancer")
+
+	dir := t.TempDir()
+	start := time.Now()
+	g.Expect(run.Command(bin, "-q", "export", "logs", s.Cluster.Name, dir).Run(ctx)).To(Succeed())
+	cps, err := s.Cluster.ControlPlanes(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, n := range nodes {
+		g.Expect(filepath.Join(dir, "logs", n.Name, "kubelet.log")).To(BeAnExistingFile(), "kind's export of %s", n.Name)
+	}
+	for _, n := range cps {
+		g.Expect(filepath.Join(dir, "audit", n.Name, "audit.log")).To(BeAnExistingFile(), "audit log of %s", n.Name)
+	}
+	t.Logf("export logs: %d nodes' logs and %d audit logs in %s", len(nodes), len(cps), time.Since(start).Round(100*time.Millisecond))
 	return ctx
 }
 

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+
+	"github.com/skewer-k8s/skewer/harness/report"
+)
+
+func versionCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print skewer's version, the commit it was built from, and the kind and Go it links",
+		Long: `version prints skewer's module version ((devel) for a build from a checkout), the VCS commit
+it was built from (+dirty when the tree had changes), and the versions of kind's library and of Go
+it was built with: what results.json records as the tool of a certification.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			t := toolInfo()
+			switch output {
+			case "json":
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(t)
+			case "", "text":
+				commit := t.Commit
+				if commit == "" {
+					commit = "unknown"
+				}
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "skewer %s (commit %s) kind %s %s\n", t.Version, commit, t.Kind, t.Go)
+				return err
+			}
+			return fmt.Errorf("invalid --output %q: want text or json", output)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	return cmd
+}
+
+// toolInfo is skewer's module version, the commit it was built from, and
+// what it was built with.
+func toolInfo() report.Tool {
+	t := report.Tool{Version: "(devel)", Go: runtime.Version(), Kind: "unknown"}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return t
+	}
+	if bi.Main.Version != "" {
+		t.Version = bi.Main.Version
+	}
+	for _, d := range bi.Deps {
+		if d.Path == "sigs.k8s.io/kind" {
+			t.Kind = d.Version
+		}
+	}
+	dirty := false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			t.Commit = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if t.Commit != "" && dirty {
+		t.Commit += "+dirty"
+	}
+	return t
+}
