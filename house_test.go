@@ -21,13 +21,14 @@ const module = "github.com/skewer-k8s/skewer/"
 // floors of the house, from the ground up. A package imports only from
 // floors below its own; packages on one floor stand side by side.
 var floors = [][]string{
+	{"."}, // the module's root: the source the binary carries (embed.go)
 	{"internal/run", "internal/source", "harness/version", "harness/wait", "harness/discovery"},
 	{"internal/docker", "harness/metrics", "harness/sidecar", "harness/certify"},
 	{"harness/nodeimage", "harness/report"},
 	{"harness/cluster"},
 	{"harness/rollout", "harness/faults", "harness/traffic", "harness/audit"},
 	{"harness/suite", "harness/certification"},
-	{"cmd/skewer", "suites/mvp", "suites/rollout", "suites/sidecar", "suites/smoke", "bench", "."},
+	{"cmd/skewer", "suites/mvp", "suites/rollout", "suites/sidecar", "suites/smoke", "bench"},
 }
 
 // apart are programs built into images: they stand on their own and may
@@ -136,7 +137,9 @@ func projectImports(root string) (map[string][]string, error) {
 		}
 		for _, imp := range f.Imports {
 			p, _ := strconv.Unquote(imp.Path.Value)
-			if dep, ok := strings.CutPrefix(p, module); ok && dep != pkg {
+			if p == strings.TrimSuffix(module, "/") && pkg != "." {
+				out[pkg] = append(out[pkg], ".")
+			} else if dep, ok := strings.CutPrefix(p, module); ok && dep != pkg {
 				out[pkg] = append(out[pkg], dep)
 			}
 		}

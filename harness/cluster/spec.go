@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sort"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -177,7 +178,12 @@ func FindProfile(profile string) (string, error) {
 	}
 	p := filepath.Join(root, "clusters", profile+".yaml")
 	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("no profile %q (no %s)", profile, p)
+		known, _ := filepath.Glob(filepath.Join(root, "clusters", "*.yaml"))
+		for i, k := range known {
+			known[i] = strings.TrimSuffix(filepath.Base(k), ".yaml")
+		}
+		sort.Strings(known)
+		return "", fmt.Errorf("no profile %q: known profiles are %s, or give a profile file's path", profile, strings.Join(known, ", "))
 	}
 	return p, nil
 }

@@ -16,12 +16,13 @@ import (
 	"github.com/skewer-k8s/skewer/harness/version"
 
 	"github.com/skewer-k8s/skewer/internal/docker"
+	"github.com/skewer-k8s/skewer/internal/source"
 )
 
 // Builder makes node images offline, from the Go module proxy and Debian
 // packages only. Every artifact is cached by a key derived from its inputs.
 type Builder struct {
-	// CacheDir holds build outputs and wrapper modules (default: defaultCacheDir()).
+	// CacheDir holds build outputs and wrapper modules (default: source.CacheDir(): $SKEWER_CACHE, else the user cache directory's skewer/).
 	CacheDir string
 	// Out receives one progress line per step (default: os.Stderr).
 	Out io.Writer
@@ -49,21 +50,9 @@ func (b *Builder) fresh(id string) bool {
 	return true
 }
 
-// defaultCacheDir is $SKEWER_CACHE, else the user cache directory's skewer/.
-func defaultCacheDir() string {
-	if d := os.Getenv("SKEWER_CACHE"); d != "" {
-		return d
-	}
-	d, err := os.UserCacheDir()
-	if err != nil {
-		d = os.TempDir()
-	}
-	return filepath.Join(d, "skewer")
-}
-
 func (b *Builder) cacheDir(parts ...string) string {
 	if b.CacheDir == "" {
-		b.CacheDir = defaultCacheDir()
+		b.CacheDir = source.CacheDir()
 	}
 	return filepath.Join(append([]string{b.CacheDir}, parts...)...)
 }
