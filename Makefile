@@ -7,32 +7,52 @@ E2E_TIMEOUT ?= 75m
 GOTESTSUM := $(shell $(GO) env GOPATH)/bin/gotestsum
 GOTESTSUM_VERSION := v1.13.0
 
-.PHONY: all build test test-deps e2e images bench deps docker clean
+# The first pair of .github/pairs.json (a test keeps them equal): what
+# `make certify` certifies unless FROM and TO say otherwise.
+FROM ?= v1.35.4
+TO ?= v1.36.3
+STRATEGY ?= both
+STRICT ?= false
+OUT ?= $(ARTIFACTS)/certify
+# Root runs apt itself; anyone else (a hosted CI runner) through sudo.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
+
+.PHONY: all build lint test test-deps e2e certify images bench deps docker clean
 
 all: build
 
 build:
-	$(GO) build -o bin/skewer ./cmd/skewer
+	$(GO) build -buildvcs=auto -o bin/skewer ./cmd/skewer
 
 # Host packages the offline image build needs (Debian).
+# debian-archive-keyring lets debootstrap verify what it downloads.
 deps:
-	@command -v debootstrap >/dev/null && dpkg -s libseccomp-dev >/dev/null 2>&1 || \
-	  { DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap libseccomp-dev pkg-config >/dev/null; }
+	@command -v debootstrap >/dev/null && dpkg -s libseccomp-dev debian-archive-keyring >/dev/null 2>&1 || \
+	  { $(APT) update -qq && $(APT) install -y -qq --no-install-recommends \
+	    debootstrap debian-archive-keyring libseccomp-dev pkg-config >/dev/null; }
 	@test -x $(GOTESTSUM) || $(GO) install gotest.tools/gotestsum@$(GOTESTSUM_VERSION)
 
+# An engine that answers is used as it is; docker-up only where the
+# project's machines keep it.
 docker:
-	@docker info >/dev/null 2>&1 || ../shared/env/docker-up
+	@docker info >/dev/null 2>&1 || { test -x ../shared/env/docker-up && ../shared/env/docker-up; } || \
+	  { echo "no Docker engine answers (docker info), and ../shared/env/docker-up is not here to start one" >&2; exit 1; }
 
-# What the unit tests need: Debian's chromium renders report.html.
+# What the unit tests need: Debian's chromium renders report.html
+# (SKEWER_BROWSER names another browser, e.g. a CI runner's Chrome).
 test-deps:
-	@test -x /usr/bin/chromium || { DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+	@test -n "$$SKEWER_BROWSER" || test -x /usr/bin/chromium || { $(APT) update -qq && \
+	  $(APT) install -y -qq --no-install-recommends chromium >/dev/null; }
 
-# Unit tests: no Docker, no cluster; a headless browser for the report.
-test: test-deps
+# gofmt, go vet, and actionlint (pinned in go.mod) over the workflows.
+lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
+	$(GO) tool actionlint
+
+# Unit tests: no Docker, no cluster; a headless browser for the report.
+test: test-deps lint
 	$(GO) test -short -count=1 ./...
 
 images: deps docker build
@@ -51,6 +71,11 @@ e2e: images
 	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit-mixed.xml --format testname -- \
 	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/smoke -args -skewer.profile=ha-mixed
 	@cat $(ARTIFACTS)/clusters/*/report.md 2>/dev/null || true
+
+# Certify one version pair (the certification workflow's step): verdicts,
+# junit.xml, summary.md and report.html in $(OUT).
+certify: deps docker build
+	./bin/skewer certify --from $(FROM) --to $(TO) --strategy $(STRATEGY) --strict=$(STRICT) --out $(OUT)
 
 bench: images
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 90m ./bench/...

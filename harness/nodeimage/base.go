@@ -67,19 +67,23 @@ func debootstrapImage(ctx context.Context, dir string, pkgs []string, ref, key s
 	if _, err := exec.LookPath("debootstrap"); err != nil {
 		return fmt.Errorf("debootstrap is not installed (apt-get install debootstrap, or make deps)")
 	}
-	_ = os.RemoveAll(dir)
-	defer os.RemoveAll(dir)
-	if err := run.Command("debootstrap", "--variant=minbase", "--include="+strings.Join(pkgs, ","),
+	// What debootstrap makes belongs to root: removed as root too.
+	clean := func() { _ = asRoot("rm", "-rf", dir).Run(context.WithoutCancel(ctx)) }
+	clean()
+	defer clean()
+	if err := asRoot("debootstrap", "--variant=minbase", "--include="+strings.Join(pkgs, ","),
 		debianSuite, dir, debianMirror).Run(ctx); err != nil {
-		return err
+		return rootHint(err)
 	}
 	for _, junk := range []string{"var/lib/apt/lists", "var/cache/apt", "var/log"} {
-		_ = os.RemoveAll(filepath.Join(dir, junk))
+		_ = asRoot("rm", "-rf", filepath.Join(dir, junk)).Run(ctx)
 	}
 	tarball := dir + ".tar"
 	defer os.Remove(tarball)
-	if err := run.Command("tar", "--numeric-owner", "--sort=name", "-C", dir, "-cf", tarball, ".").Run(ctx); err != nil {
-		return err
+	// tar as root reads every file, whatever its mode; the archive it
+	// writes is readable by all.
+	if err := asRoot("tar", "--numeric-owner", "--sort=name", "-C", dir, "-cf", tarball, ".").Run(ctx); err != nil {
+		return rootHint(err)
 	}
 	f, err := os.Open(tarball)
 	if err != nil {
@@ -87,6 +91,25 @@ func debootstrapImage(ctx context.Context, dir string, pkgs []string, ref, key s
 	}
 	defer f.Close()
 	return docker.Import(ctx, f, ref, labels(key)...)
+}
+
+// asRoot is a command that needs root (debootstrap chroots and makes
+// devices): run as is when skewer is root, else through sudo -n, which
+// never prompts: on a hosted CI runner the user is not root and sudo asks
+// for no password.
+func asRoot(args ...string) *run.Cmd {
+	if os.Geteuid() == 0 {
+		return run.Command(args...)
+	}
+	return run.Command(append([]string{"sudo", "-n"}, args...)...)
+}
+
+// rootHint says what to do when sudo wanted a password.
+func rootHint(err error) error {
+	if os.Geteuid() != 0 && strings.Contains(err.Error(), "password is required") {
+		return fmt.Errorf("building a Debian root filesystem needs root: run skewer as root, or give this user sudo without a password: %w", err)
+	}
+	return err
 }
 
 // kindModuleVersion is the version of sigs.k8s.io/kind this binary links,

@@ -17,8 +17,14 @@ import (
 	"github.com/skewer-k8s/skewer/harness/certify"
 )
 
-// Chromium is Debian's; `make test` installs it (make test-deps).
-const chromium = "/usr/bin/chromium"
+// browser is Debian's chromium, which `make test` installs (make
+// test-deps), or the one $SKEWER_BROWSER names (a CI runner's Chrome).
+func browser() string {
+	if b := os.Getenv("SKEWER_BROWSER"); b != "" {
+		return b
+	}
+	return "/usr/bin/chromium"
+}
 
 // The page stands alone: nothing in it loads from anywhere.
 func TestHTMLIsSelfContained(t *testing.T) {
@@ -37,8 +43,9 @@ func TestHTMLIsSelfContained(t *testing.T) {
 // A real browser renders the page: the verdict, the counts, a row per
 // promise, the timeline, and the outcome filter working by a click.
 func TestHTMLInABrowser(t *testing.T) {
+	chromium := browser()
 	if _, err := os.Stat(chromium); err != nil {
-		t.Fatalf("%s: %v (make test-deps installs Debian's chromium)", chromium, err)
+		t.Fatalf("%s: %v (make test-deps installs Debian's chromium; SKEWER_BROWSER names another)", chromium, err)
 	}
 	r := sample(t)
 	var buf bytes.Buffer
