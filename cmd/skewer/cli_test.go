@@ -9,9 +9,9 @@ import (
 	"testing"
 )
 
-// Bad input gets one line naming the problem and a non-zero exit, before
-// anything (Docker included) is touched.
-func TestUpRejectsBadInputWithOneLine(t *testing.T) {
+// Bad input gets one line naming the problem and exit status 2, before
+// anything is built or created.
+func TestBadInputIsRefusedInOneLine(t *testing.T) {
 	dir := t.TempDir()
 	malformed := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(malformed, []byte("name: x\ncontrolPlanes: [\n"), 0o644)
@@ -55,8 +55,8 @@ func TestUpRejectsBadInputWithOneLine(t *testing.T) {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			code := Run(context.Background(), tc.args, &stdout, &stderr)
-			if code == 0 {
-				t.Fatalf("exit 0, want failure; stderr %q", stderr.String())
+			if code != exitBadInput {
+				t.Fatalf("exit %d, want %d (bad input); stderr %q", code, exitBadInput, stderr.String())
 			}
 			lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
 			if len(lines) != 1 || !strings.Contains(lines[0], tc.want) {

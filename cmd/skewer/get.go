@@ -12,26 +12,37 @@ import (
 	"github.com/skewer-k8s/skewer/harness/cluster"
 )
 
+// checkOutput refuses an --output other than text or json, before the
+// command does anything.
+func checkOutput(output string) error {
+	if output == "text" || output == "json" {
+		return nil
+	}
+	return badInput(fmt.Errorf("invalid --output %q: want text or json", output))
+}
+
+// printJSON writes v indented.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
 // printList prints rows as a table (text) or as a JSON array (json), the
 // way every list of skewer's is printed.
 func printList[T any](w io.Writer, output string, rows []T, header string, line func(T) string) error {
-	switch output {
-	case "json":
+	if output == "json" {
 		if rows == nil {
 			rows = []T{}
 		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
-	case "", "text":
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, header)
-		for _, r := range rows {
-			fmt.Fprintln(tw, line(r))
-		}
-		return tw.Flush()
+		return printJSON(w, rows)
 	}
-	return fmt.Errorf("invalid --output %q: want text or json", output)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, r := range rows {
+		fmt.Fprintln(tw, line(r))
+	}
+	return tw.Flush()
 }
 
 func getCommand() *cobra.Command {
@@ -49,8 +60,8 @@ of nodes, whether skewer made it (its spec and kubeconfig are in skewer's state 
 $SKEWER_STATE or ~/.cache/skewer/clusters) and that kubeconfig.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "text" && output != "json" {
-				return fmt.Errorf("invalid --output %q: want text or json", output)
+			if err := checkOutput(output); err != nil {
+				return err
 			}
 			list, err := cluster.List(clusterOptions(cmd.ErrOrStderr()))
 			if err != nil {

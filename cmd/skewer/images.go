@@ -19,16 +19,16 @@ func imagesCommand() *cobra.Command {
 		Short: "Build the node image of each --version, reusing every cached input",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(versions) == 0 {
-				return fmt.Errorf("--version is required (e.g. --version v1.36.3)")
+				return badInput(fmt.Errorf("--version is required (e.g. --version v1.36.3)"))
 			}
 			vs, err := version.ParseList(versions)
 			if err != nil {
-				return err
+				return badInput(err)
 			}
 			// Every version is checked before the first is built.
 			for _, v := range vs {
 				if err := (&nodeimage.Resolver{Source: nodeimage.SourceBuild}).Check(cmd.Context(), v); err != nil {
-					return err
+					return badInput(err)
 				}
 			}
 			b := &nodeimage.Builder{Out: cmd.ErrOrStderr()}
@@ -49,8 +49,8 @@ func imagesCommand() *cobra.Command {
 		Short: "List the images skewer built on this machine",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "text" && output != "json" {
-				return fmt.Errorf("invalid --output %q: want text or json", output)
+			if err := checkOutput(output); err != nil {
+				return err
 			}
 			images, err := docker.Images(cmd.Context(), nodeimage.LocalBuildLabel)
 			if err != nil {

@@ -25,9 +25,20 @@ func main() {
 	os.Exit(code)
 }
 
+// Exit statuses, as the CI systems that run skewer read them.
+const (
+	exitFailed      = 1   // a command failed, or a promise did
+	exitBadInput    = 2   // the command line was refused; nothing was done
+	exitInterrupted = 130 // Ctrl-C or SIGTERM; what was made is cleaned up
+)
+
 // Run runs the command line with the given output streams. An error is
 // reported as one line on stderr.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// Until a command's own work starts, an error is cobra's refusal of
+	// the command line (unknown command or flag, a flag's value, the
+	// arguments): bad input.
+	started := false
 	root := &cobra.Command{
 		Use:   "skewer",
 		Short: "Prove Kubernetes control-plane upgrades and native sidecar migrations safe, on real kind clusters",
@@ -37,6 +48,7 @@ the Go module proxy and Debian packages. Start with: skewer certify --from v1.35
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			started = true
 			if global.quiet {
 				// Progress goes; results (stdout) and the error line stay.
 				cmd.Root().SetErr(io.Discard)
@@ -46,7 +58,7 @@ the Go module proxy and Debian packages. Start with: skewer certify --from v1.35
 	pf := root.PersistentFlags()
 	pf.IntVarP(&global.verbosity, "verbosity", "v", 0, "kind's log level: 0 its status lines, 1 and up its debug output too")
 	pf.BoolVarP(&global.quiet, "quiet", "q", false, "print no progress, only results and errors")
-	root.AddCommand(versionCommand(), imagesCommand(), upCommand(), downCommand(), getCommand(), exportCommand(), rolloutCommand(), rollbackCommand(), certifyCommand())
+	root.AddCommand(versionCommand(), imagesCommand(), upCommand(), downCommand(), getCommand(), exportCommand(), rolloutCommand(), rollbackCommand(), certifyCommand(), reportCommand())
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -58,12 +70,30 @@ the Go module proxy and Debian packages. Start with: skewer certify --from v1.35
 			} else {
 				fmt.Fprintln(stderr, "skewer: interrupted")
 			}
-			return 130
+			return exitInterrupted
 		}
 		fmt.Fprintln(stderr, "skewer:", err)
-		return 1
+		var bad *badInputError
+		if !started || errors.As(err, &bad) {
+			return exitBadInput
+		}
+		return exitFailed
 	}
 	return 0
+}
+
+// badInputError is input a command refused before doing anything.
+type badInputError struct{ err error }
+
+func (b *badInputError) Error() string { return b.err.Error() }
+func (b *badInputError) Unwrap() error { return b.err }
+
+// badInput marks err, when there is one, as refused input (exit status 2).
+func badInput(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &badInputError{err}
 }
 
 // global holds the root's flags, which every command reads.

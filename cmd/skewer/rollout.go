@@ -28,11 +28,11 @@ func rolloutCommand() *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.to.IsZero() {
-				return fmt.Errorf("--to is required (e.g. --to v1.36.3)")
+				return badInput(fmt.Errorf("--to is required (e.g. --to v1.36.3)"))
 			}
 			strategy, err := rollout.ParseStrategy(f.strategy)
 			if err != nil {
-				return err
+				return badInput(err)
 			}
 			return move(cmd, f, func(ctx context.Context, c *cluster.Cluster, images *nodeimage.Resolver, r *rollout.Runner) error {
 				return rollout.Roll(ctx, c, rollout.RollInput{To: f.to, Strategy: strategy, PauseAfter: f.pauseAfter, Images: images, Runner: r})
@@ -71,7 +71,7 @@ func move(cmd *cobra.Command, f rolloutFlags, do func(context.Context, *cluster.
 	ctx, out := cmd.Context(), cmd.ErrOrStderr()
 	src, err := nodeimage.ParseSource(f.imageSource)
 	if err != nil {
-		return err
+		return badInput(err)
 	}
 	c, err := cluster.Open(ctx, f.name, clusterOptions(out))
 	if err != nil {

@@ -29,11 +29,11 @@ func upCommand() *cobra.Command {
 			start := time.Now()
 			spec, err := specFromFlags(f)
 			if err != nil {
-				return err
+				return badInput(err)
 			}
 			src, err := nodeimage.ParseSource(f.imageSource)
 			if err != nil {
-				return err
+				return badInput(err)
 			}
 			r := &nodeimage.Resolver{Source: src, Out: cmd.ErrOrStderr()}
 			opts := clusterOptions(cmd.ErrOrStderr())

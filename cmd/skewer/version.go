@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -21,21 +20,19 @@ it was built from (+dirty when the tree had changes), and the versions of kind's
 it was built with: what results.json records as the tool of a certification.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			t := toolInfo()
-			switch output {
-			case "json":
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(t)
-			case "", "text":
-				commit := t.Commit
-				if commit == "" {
-					commit = "unknown"
-				}
-				_, err := fmt.Fprintf(cmd.OutOrStdout(), "skewer %s (commit %s) kind %s %s\n", t.Version, commit, t.Kind, t.Go)
+			if err := checkOutput(output); err != nil {
 				return err
 			}
-			return fmt.Errorf("invalid --output %q: want text or json", output)
+			t := toolInfo()
+			if output == "json" {
+				return printJSON(cmd.OutOrStdout(), t)
+			}
+			commit := t.Commit
+			if commit == "" {
+				commit = "unknown"
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "skewer %s (commit %s) kind %s %s\n", t.Version, commit, t.Kind, t.Go)
+			return err
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/report"
+)
+
+// `skewer report DIR` makes what certify publishes again from
+// results.json alone, and exits as certify did.
+func TestReportRendersFromResultsAlone(t *testing.T) {
+	pair, err := certify.ParsePair("v1.36.3", "v1.37.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	res := report.New(pair, toolInfo(), t0)
+	run := report.Run{Strategy: "in-place", Cluster: "skewer-certify-in-place",
+		Phases: []report.Phase{{Name: "create the cluster", Start: t0, End: t0.Add(2 * time.Minute)}}}
+	for _, p := range certify.Catalogue() {
+		v := certify.Verdict{ID: p.ID, Outcome: certify.Skipped, Reason: "not in this test"}
+		if p.ID == "rollout.no-lost-writes" {
+			v = certify.Verdict{ID: p.ID, Outcome: certify.Fail, Reason: "1 acknowledged write missing"}
+		}
+		run.Promises = append(run.Promises, report.Result{Verdict: v})
+	}
+	res.Runs = append(res.Runs, run)
+	if err := res.Finish(t0.Add(20 * time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := res.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{report.JUnitFile, report.SummaryFile, report.HTMLFile} {
+		os.Remove(filepath.Join(dir, f))
+	}
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	if code := Run(context.Background(), []string{"report", dir, "--out", out}, &stdout, &stderr); code != exitFailed {
+		t.Errorf("exit %d, want %d (a promise failed); stderr %q", code, exitFailed, stderr.String())
+	}
+	for _, f := range []string{report.ResultsFile, report.JUnitFile, report.SummaryFile, report.HTMLFile} {
+		b, err := os.ReadFile(filepath.Join(out, f))
+		if err != nil || !strings.Contains(string(b), "rollout.no-lost-writes") {
+			t.Errorf("%s: %v, or it does not name the failed promise", f, err)
+		}
+	}
+	if !strings.Contains(stdout.String(), "v1.36.3") {
+		t.Errorf("stdout %q lacks the summary", stdout.String())
+	}
+
+	// What is not results is refused, as bad input, and nothing written.
+	os.WriteFile(filepath.Join(dir, report.ResultsFile), []byte(`{"from": "v1.36.3"}`), 0o644)
+	empty := t.TempDir()
+	stderr.Reset()
+	if code := Run(context.Background(), []string{"report", dir, "--out", empty}, &stdout, &stderr); code != exitBadInput || !strings.Contains(stderr.String(), "does not match the results schema") {
+		t.Errorf("a broken results.json: exit %d, %q", code, stderr.String())
+	}
+	if left, _ := os.ReadDir(empty); len(left) != 0 {
+		t.Errorf("%d file(s) written from a broken results.json", len(left))
+	}
+}
