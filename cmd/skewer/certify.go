@@ -50,12 +50,12 @@ is 1 when any promise failed.`,
 			}
 			in, err := certifyInput(f, cmd.ErrOrStderr())
 			if err != nil {
-				return err
+				return badInput(err)
+			}
+			if err := in.CheckImages(cmd.Context()); err != nil {
+				return badInput(err)
 			}
 			if f.dryRun {
-				if err := in.CheckImages(cmd.Context()); err != nil {
-					return err
-				}
 				printPlan(cmd.OutOrStdout(), in)
 				return nil
 			}
@@ -64,7 +64,7 @@ is 1 when any promise failed.`,
 				if werr := res.Write(f.out); werr != nil {
 					return errors.Join(err, werr)
 				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "%s\nresults in %s (results.json, junit.xml, summary.md, report.html)\n", res.Summary(), f.out)
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s\nresults in %s (results.json, junit.xml, summary.md, report.html; evidence/: node and audit logs)\n", res.Summary(), f.out)
 			}
 			if err != nil {
 				return err
@@ -139,7 +139,7 @@ func certifyInput(f certifyFlags, progress io.Writer) (certification.Input, erro
 	in := certification.Input{
 		Pair: pair, Strategies: strategies, Only: ids(f.only), Skip: ids(f.skip), Waivers: ws, Strict: f.strict,
 		Profile: spec, Name: f.name, Images: &nodeimage.Resolver{Source: src, Out: progress},
-		Retain: f.retain, Out: progress, Verbosity: global.verbosity, Tool: toolInfo(),
+		Retain: f.retain, Evidence: filepath.Join(f.out, "evidence"), Out: progress, Verbosity: global.verbosity, Tool: toolInfo(),
 	}
 	return in, in.Validate()
 }

@@ -20,6 +20,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -30,6 +32,7 @@ import (
 	"github.com/skewer-k8s/skewer/harness/report"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 	"github.com/skewer-k8s/skewer/harness/version"
+	"github.com/skewer-k8s/skewer/internal/docker"
 )
 
 // Input is one certification, validated before anything is built or
@@ -51,7 +54,10 @@ type Input struct {
 	Images *nodeimage.Resolver
 	// Retain keeps each run's cluster.
 	Retain bool
-	Out    io.Writer
+	// Evidence, when set, receives each run's node logs and audit logs
+	// (<Evidence>/<strategy>/logs, .../audit) before its cluster goes.
+	Evidence string
+	Out      io.Writer
 	// Verbosity is kind's log level while clusters are made (cluster.Options).
 	Verbosity int
 	Tool      report.Tool
@@ -151,6 +157,20 @@ func (in Input) CheckImages(ctx context.Context) error {
 	return nil
 }
 
+// host is the machine the certification runs on, as results.json records
+// it.
+func host(ctx context.Context) *report.Host {
+	h := &report.Host{Cgroup: "v2", Cores: runtime.NumCPU()}
+	if cluster.CgroupV1() {
+		h.Cgroup = "v1"
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		h.Kernel = strings.TrimSpace(string(b))
+	}
+	h.Docker, _ = docker.ServerVersion(ctx)
+	return h
+}
+
 // Run certifies the pair: the node images of both versions first (nothing
 // is created if one cannot be had), then each strategy on its own cluster.
 // A run that cannot go on fails the promises it had not judged yet, with
@@ -163,6 +183,7 @@ func Run(ctx context.Context, in Input) (*report.Results, error) {
 		return nil, err
 	}
 	res := report.New(in.Pair, in.Tool, time.Now())
+	res.Host = host(ctx)
 	images := map[version.Version]string{}
 	for _, v := range []version.Version{in.Pair.From, in.Pair.To} {
 		ref, err := in.Images.Resolve(ctx, v)
@@ -170,6 +191,11 @@ func Run(ctx context.Context, in Input) (*report.Results, error) {
 			return nil, fmt.Errorf("node image for %s: %w", v, err)
 		}
 		images[v] = ref
+		id, err := docker.ImageID(ctx, ref)
+		if err != nil {
+			return nil, fmt.Errorf("node image for %s: %w", v, err)
+		}
+		res.Images = append(res.Images, report.NodeImage{Version: v.String(), Ref: ref, ID: id, Key: nodeimage.InputKey(ctx, ref)})
 	}
 	var newerOnly string
 	for _, s := range in.Strategies {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -95,6 +96,15 @@ func (r *run) judgeAll(ctx context.Context) {
 	var err error
 	if wanted {
 		err = r.transitions(ctx)
+		if r.c != nil && r.in.Evidence != "" {
+			// Kept on a pass as on a failure: what the verdicts rest on.
+			ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+			dir := filepath.Join(r.in.Evidence, string(r.strategy))
+			_ = r.phase(ectx, "export the evidence (node logs, every apiserver's audit log)", func(ctx context.Context) error {
+				return r.c.ExportLogs(ctx, dir)
+			})
+			cancel()
+		}
 		if r.c != nil && !r.in.Retain {
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 			_ = r.phase(dctx, "delete the cluster", func(ctx context.Context) error { return r.c.Delete(ctx, false) })

@@ -48,6 +48,13 @@ type Resolver struct {
 	Out     io.Writer
 }
 
+// InputKey is the digest of the inputs a local build of ref was made
+// from (its io.skewer.key label), or "" for an image skewer did not build.
+func InputKey(ctx context.Context, ref string) string {
+	key, _ := docker.ImageLabel(ctx, ref, keyLabel)
+	return key
+}
+
 // Check refuses, in one line and before anything is built or pulled, a
 // version no node image can come from: for a build, one the Go module
 // proxy does not serve as k8s.io/kubernetes (not asked when the image is

@@ -115,6 +115,12 @@ func TestHTMLInABrowser(t *testing.T) {
 	if rows != len(certify.Catalogue()) {
 		t.Errorf("%d rows for %d promises", rows, len(certify.Catalogue()))
 	}
+	if h := text("#host"); !strings.Contains(h, "cgroup v1 · 2 cores") {
+		t.Errorf("host line %q", h)
+	}
+	if n := count(`document.querySelectorAll('p.image').length`); n != 2 {
+		t.Errorf("%d node images shown, want 2", n)
+	}
 	if n := count(`document.querySelectorAll('.timeline .bar').length`); n != 3 {
 		t.Errorf("%d bars on the timeline for 3 phases", n)
 	}

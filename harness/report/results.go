@@ -44,6 +44,27 @@ type Results struct {
 	// Outcome is fail when any promise failed in any run, else pass.
 	Outcome certify.Outcome `json:"outcome"`
 	Runs    []Run           `json:"runs"`
+	// Host and Images say what the verdicts were reached on.
+	Host   *Host       `json:"host,omitempty"`
+	Images []NodeImage `json:"images,omitempty"`
+}
+
+// Host is the machine a certification ran on.
+type Host struct {
+	Kernel string `json:"kernel"`
+	Cgroup string `json:"cgroup"` // v1 or v2
+	Cores  int    `json:"cores"`
+	Docker string `json:"docker,omitempty"`
+}
+
+// NodeImage is one version's node image as the runs used it.
+type NodeImage struct {
+	Version string `json:"version"`
+	Ref     string `json:"ref"`
+	// ID is the image's content digest (Docker's image ID).
+	ID string `json:"id"`
+	// Key is the digest of a local build's inputs (the io.skewer.key label).
+	Key string `json:"key,omitempty"`
 }
 
 // Tool is what made the results.

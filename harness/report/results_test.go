@@ -44,6 +44,11 @@ func sample(t *testing.T) *Results {
 	}
 	run.Promises[0].Measured = []string{"traffic: 5000 requests"}
 	r.Runs = append(r.Runs, run)
+	r.Host = &Host{Kernel: "6.1.0-40-amd64", Cgroup: "v1", Cores: 2, Docker: "20.10.24+dfsg1"}
+	r.Images = []NodeImage{
+		{Version: "v1.35.4", Ref: "skewer.local/node:v1.35.4", ID: "sha256:0123456789abcdef0123", Key: "5ae98f4d"},
+		{Version: "v1.36.3-acme.2", Ref: "kindest/node:v1.36.3@sha256:ab", ID: "sha256:fedcba9876543210fedc"},
+	}
 	if err := r.Finish(t0.Add(15 * time.Minute)); err != nil {
 		t.Fatal(err)
 	}
@@ -183,6 +188,7 @@ func TestSummary(t *testing.T) {
 		"## Failed\n\n- **rollout.no-lost-writes** (surge): 2 acknowledged write(s)",
 		"[upstream](https://github.com/kubernetes/kubernetes/blob/v1.36.3/x.go)",
 		"| `sidecar.worker-replaced` | skipped |",
+		"host: Linux 6.1.0-40-amd64, cgroup v1, 2 cores, Docker 20.10.24+dfsg1; v1.35.4: `skewer.local/node:v1.35.4` sha256:0123456789a",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("summary lacks %q:\n%s", want, md)

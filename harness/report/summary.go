@@ -20,6 +20,9 @@ func (r *Results) Summary() string {
 	fmt.Fprintf(&b, "%d pass, %d fail, %d waived, %d skipped; %s, %s to %s (skewer %s, kind %s, %s)\n",
 		c[certify.Pass], c[certify.Fail], c[certify.Waived], c[certify.Skipped], strategies(r),
 		r.Started.UTC().Format("2006-01-02 15:04:05Z"), r.Finished.UTC().Format("15:04:05Z"), r.Tool.Version, r.Tool.Kind, r.Tool.Go)
+	if p := r.provenance(); p != "" {
+		fmt.Fprintf(&b, "\n%s\n", p)
+	}
 	for _, o := range outcomes[:3] {
 		var lines []string
 		for _, run := range r.Runs {
@@ -45,6 +48,25 @@ func (r *Results) Summary() string {
 		}
 	}
 	return b.String()
+}
+
+// provenance says in a line what the verdicts were reached on.
+func (r *Results) provenance() string {
+	var parts []string
+	if h := r.Host; h != nil {
+		parts = append(parts, fmt.Sprintf("host: Linux %s, cgroup %s, %d cores, Docker %s", h.Kernel, h.Cgroup, h.Cores, h.Docker))
+	}
+	for _, i := range r.Images {
+		parts = append(parts, fmt.Sprintf("%s: `%s` %s", i.Version, i.Ref, shortID(i.ID)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func shortID(id string) string {
+	if len(id) > 19 {
+		return id[:19]
+	}
+	return id
 }
 
 var heading = map[certify.Outcome]string{certify.Fail: "Failed", certify.Waived: "Waived (documented upstream behaviour)", certify.Skipped: "Skipped"}

@@ -43,6 +43,16 @@ func ImageExists(ctx context.Context, ref string) bool {
 	return ok
 }
 
+// ImageID is ref's image ID, the digest of its content.
+func ImageID(ctx context.Context, ref string) (string, error) {
+	return run.Command("docker", "image", "inspect", "--format", "{{.Id}}", ref).String(ctx)
+}
+
+// ServerVersion is the Docker engine's version.
+func ServerVersion(ctx context.Context) (string, error) {
+	return run.Command("docker", "version", "--format", "{{.Server.Version}}").String(ctx)
+}
+
 // Import makes an image from a root filesystem tar stream.
 func Import(ctx context.Context, rootfs io.Reader, ref string, changes ...string) error {
 	args := []string{"docker", "import"}
