@@ -211,6 +211,7 @@ func Run(ctx context.Context, in Input) (*report.Results, error) {
 	}
 	err := res.Finish(time.Now())
 	if ctx.Err() != nil {
+		res.Incomplete = fmt.Sprintf("interrupted after %d of %d run(s): %v", len(res.Runs), len(in.Strategies), context.Cause(ctx))
 		return res, ctx.Err()
 	}
 	return res, err

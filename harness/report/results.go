@@ -44,6 +44,10 @@ type Results struct {
 	// Outcome is fail when any promise failed in any run, else pass.
 	Outcome certify.Outcome `json:"outcome"`
 	Runs    []Run           `json:"runs"`
+	// Incomplete says why the certification stopped before its end (an
+	// interruption): the runs it holds may lack strategies, and promises a
+	// run did not reach fail with that reason. Empty when it ran through.
+	Incomplete string `json:"incomplete,omitempty"`
 	// Host and Images say what the verdicts were reached on.
 	Host   *Host       `json:"host,omitempty"`
 	Images []NodeImage `json:"images,omitempty"`

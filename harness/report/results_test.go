@@ -195,3 +195,27 @@ func TestSummary(t *testing.T) {
 		}
 	}
 }
+
+// Results cut short say so, in results.json (which still loads) and in
+// the summary's first line.
+func TestIncompleteResults(t *testing.T) {
+	r := sample(t)
+	r.Incomplete = "interrupted after 1 of 2 run(s): context canceled"
+	dir := t.TempDir()
+	if err := r.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Load(filepath.Join(dir, ResultsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Incomplete != r.Incomplete {
+		t.Errorf("incomplete after a round trip: %q", back.Incomplete)
+	}
+	md := back.Summary()
+	for _, want := range []string{": FAIL, INCOMPLETE\n", "**Incomplete**: interrupted after 1 of 2 run(s)"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("summary lacks %q:\n%s", want, md)
+		}
+	}
+}

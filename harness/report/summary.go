@@ -15,11 +15,18 @@ var outcomes = []certify.Outcome{certify.Fail, certify.Waived, certify.Skipped, 
 // and every promise by run.
 func (r *Results) Summary() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# skewer certify %s -> %s: %s\n\n", r.From, r.To, strings.ToUpper(string(r.Outcome)))
+	verdict := strings.ToUpper(string(r.Outcome))
+	if r.Incomplete != "" {
+		verdict += ", INCOMPLETE"
+	}
+	fmt.Fprintf(&b, "# skewer certify %s -> %s: %s\n\n", r.From, r.To, verdict)
 	c := r.Counts()
 	fmt.Fprintf(&b, "%d pass, %d fail, %d waived, %d skipped; %s, %s to %s (skewer %s, kind %s, %s)\n",
 		c[certify.Pass], c[certify.Fail], c[certify.Waived], c[certify.Skipped], strategies(r),
 		r.Started.UTC().Format("2006-01-02 15:04:05Z"), r.Finished.UTC().Format("15:04:05Z"), r.Tool.Version, r.Tool.Kind, r.Tool.Go)
+	if r.Incomplete != "" {
+		fmt.Fprintf(&b, "\n**Incomplete**: %s\n", r.Incomplete)
+	}
 	if p := r.provenance(); p != "" {
 		fmt.Fprintf(&b, "\n%s\n", p)
 	}
