@@ -20,8 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -155,20 +153,6 @@ func (in Input) CheckImages(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// host is the machine the certification runs on, as results.json records
-// it.
-func host(ctx context.Context) *report.Host {
-	h := &report.Host{Cgroup: "v2", Cores: runtime.NumCPU()}
-	if cluster.CgroupV1() {
-		h.Cgroup = "v1"
-	}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		h.Kernel = strings.TrimSpace(string(b))
-	}
-	h.Docker, _ = docker.ServerVersion(ctx)
-	return h
 }
 
 // Run certifies the pair: the node images of both versions first (nothing

@@ -31,6 +31,23 @@ type run struct {
 	// newerOnly is a collection only To serves (its path), learned from
 	// discovery in the mixed window: the traffic's false-404 probe.
 	newerOnly string
+	// components are what the nodes ran, by when they were read.
+	components map[string][]report.Component
+}
+
+// readComponents records what every node runs now, as read at when. It
+// is provenance, not a check: a node that cannot be read is said in the
+// progress and left out.
+func (r *run) readComponents(ctx context.Context, when string) {
+	comps, err := Components(ctx, r.c)
+	if err != nil {
+		fmt.Fprintf(r.out, "components at %s: %v\n", when, err)
+		return
+	}
+	if r.components == nil {
+		r.components = map[string][]report.Component{}
+	}
+	r.components[when] = comps
 }
 
 // judge keeps a verdict, merged with one already there: a failure stays a
@@ -146,6 +163,7 @@ func (r *run) transitions(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	r.readComponents(ctx, "created")
 	var before *corev1.ConfigMap
 	if err := r.phase(ctx, "mark an object to find intact", func(ctx context.Context) (err error) {
 		before, err = MarkBefore(ctx, r.c, r.in.Pair.From)
@@ -215,6 +233,7 @@ func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Tra
 		}
 		r.judge(CheckMembership(ctx, r.c, "the rollout"))
 		r.judge(CheckVersions(ctx, r.c, to, before))
+		r.readComponents(ctx, "end")
 		return nil
 	}); err != nil {
 		return err
@@ -260,7 +279,7 @@ func (r *run) runner(load *traffic.Traffic) *rollout.Runner {
 }
 
 func (r *run) result() report.Run {
-	out := report.Run{Strategy: string(r.strategy), Cluster: r.in.Name + "-" + string(r.strategy), Phases: r.phases}
+	out := report.Run{Strategy: string(r.strategy), Cluster: r.in.Name + "-" + string(r.strategy), Phases: r.phases, Components: r.components}
 	for id, v := range r.verdicts {
 		out.Promises = append(out.Promises, report.Result{Verdict: v, Measured: r.measured[id]})
 	}

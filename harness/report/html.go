@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"io"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/skewer-k8s/skewer/harness/certify"
@@ -15,6 +16,7 @@ var htmlTemplate string
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"area": area,
+	"join": strings.Join,
 	"time": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
 	"took": func(a, b time.Time) string { return b.Sub(a).Round(time.Second).String() },
 }).Parse(htmlTemplate))

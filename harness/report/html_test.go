@@ -118,6 +118,9 @@ func TestHTMLInABrowser(t *testing.T) {
 	if h := text("#host"); !strings.Contains(h, "cgroup v1 · 2 cores") {
 		t.Errorf("host line %q", h)
 	}
+	if n := count(`document.querySelectorAll('tr.component').length`); n != 3 {
+		t.Errorf("%d component rows, want 3 (two when created, one at the end)", n)
+	}
 	if n := count(`document.querySelectorAll('p.image').length`); n != 2 {
 		t.Errorf("%d node images shown, want 2", n)
 	}

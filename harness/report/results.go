@@ -87,6 +87,21 @@ type Run struct {
 	Cluster  string   `json:"cluster"`
 	Phases   []Phase  `json:"phases"`
 	Promises []Result `json:"promises"`
+	// Components are what each node ran, as the running cluster reported
+	// it, read when the cluster was created and again at the end.
+	Components map[string][]Component `json:"components,omitempty"`
+}
+
+// Component is what one node ran.
+type Component struct {
+	Node    string `json:"node"`
+	Role    string `json:"role"`
+	Kubelet string `json:"kubelet"`
+	// APIServer and APIServerFlags are a control plane's: the version its
+	// apiserver answers /version with, and the command line of its static
+	// Pod (feature gates and runtime-config among them).
+	APIServer      string   `json:"apiserver,omitempty"`
+	APIServerFlags []string `json:"apiserverFlags,omitempty"`
 }
 
 // Phase is a span of the run's timeline: a transition, a fault, a check.

@@ -43,6 +43,11 @@ func sample(t *testing.T) *Results {
 		run.Promises = append(run.Promises, Result{Verdict: v})
 	}
 	run.Promises[0].Measured = []string{"traffic: 5000 requests"}
+	run.Components = map[string][]Component{
+		"created": {{Node: "cp1", Role: "control-plane", Kubelet: "v1.35.4", APIServer: "v1.35.4", APIServerFlags: []string{"kube-apiserver", "--feature-gates=UnknownVersionInteroperabilityProxy=true"}},
+			{Node: "w1", Role: "worker", Kubelet: "v1.35.4"}},
+		"end": {{Node: "cp4", Role: "control-plane", Kubelet: "v1.36.3-acme.2", APIServer: "v1.36.3-acme.2"}},
+	}
 	r.Runs = append(r.Runs, run)
 	r.Host = &Host{Kernel: "6.1.0-40-amd64", Cgroup: "v1", Cores: 2, Docker: "20.10.24+dfsg1"}
 	r.Images = []NodeImage{
