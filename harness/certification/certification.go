@@ -106,9 +106,9 @@ func (in Input) selected(id certify.ID) (bool, string) {
 // proven, for now, by the suites of make e2e.
 var checkedBy = map[rollout.Strategy][]certify.ID{
 	rollout.StrategySurge: {"rollout.versions", "rollout.membership", "rollout.rollback", "rollout.no-lost-writes",
-		"rollout.no-missed-watch-events", "rollout.no-false-404", "mvp.discovery.converges"},
+		"rollout.no-missed-watch-events", "rollout.no-false-404", "rollout.disruption-budget", "mvp.discovery.converges"},
 	rollout.StrategyInPlace: {"rollout.versions", "rollout.membership", "rollout.no-lost-writes",
-		"rollout.no-missed-watch-events", "rollout.no-false-404"},
+		"rollout.no-missed-watch-events", "rollout.no-false-404", "rollout.disruption-budget"},
 }
 
 // notYet says why certify does not judge a promise, and where what is

@@ -31,6 +31,8 @@ type run struct {
 	// newerOnly is a collection only To serves (its path), learned from
 	// discovery in the mixed window: the traffic's false-404 probe.
 	newerOnly string
+	// disruption is the traffic's table, per backend.
+	disruption []report.Backend
 	// components are what the nodes ran, by when they were read.
 	components map[string][]report.Component
 }
@@ -247,6 +249,8 @@ func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Tra
 		for _, v := range sum.Verdicts() {
 			r.judge(v)
 		}
+		r.disruption = sum.Backends
+		r.judge(traffic.DisruptionVerdict(sum.Backends, traffic.MaxFailedThroughLB))
 		r.measure("rollout.no-lost-writes", "traffic: %d requests, %d acknowledged writes lost, %d watch events missed, %d false 404s",
 			sum.Requests, len(sum.LostWrites), len(sum.MissedWatchEvents), sum.FalseNotFound)
 		return nil
@@ -279,7 +283,7 @@ func (r *run) runner(load *traffic.Traffic) *rollout.Runner {
 }
 
 func (r *run) result() report.Run {
-	out := report.Run{Strategy: string(r.strategy), Cluster: r.in.Name + "-" + string(r.strategy), Phases: r.phases, Components: r.components}
+	out := report.Run{Strategy: string(r.strategy), Cluster: r.in.Name + "-" + string(r.strategy), Phases: r.phases, Disruption: r.disruption, Components: r.components}
 	for id, v := range r.verdicts {
 		out.Promises = append(out.Promises, report.Result{Verdict: v, Measured: r.measured[id]})
 	}

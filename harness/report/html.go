@@ -15,10 +15,12 @@ import (
 var htmlTemplate string
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"area": area,
-	"join": strings.Join,
-	"time": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
-	"took": func(a, b time.Time) string { return b.Sub(a).Round(time.Second).String() },
+	"area":  area,
+	"join":  strings.Join,
+	"codes": codes,
+	"dur":   func(d time.Duration) string { return d.Round(100 * time.Microsecond).String() },
+	"time":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+	"took":  func(a, b time.Time) string { return b.Sub(a).Round(time.Second).String() },
 }).Parse(htmlTemplate))
 
 // bar is one phase on a run's timeline, placed in percent of the run.

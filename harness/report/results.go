@@ -87,9 +87,26 @@ type Run struct {
 	Cluster  string   `json:"cluster"`
 	Phases   []Phase  `json:"phases"`
 	Promises []Result `json:"promises"`
+	// Disruption is how each backend fared through the run's traffic.
+	Disruption []Backend `json:"disruption,omitempty"`
 	// Components are what each node ran, as the running cluster reported
 	// it, read when the cluster was created and again at the end.
 	Components map[string][]Component `json:"components,omitempty"`
+}
+
+// Backend is one row of a run's disruption table: the load balancer
+// ("lb") or one apiserver addressed directly, through the whole run.
+type Backend struct {
+	Target   string      `json:"target"`
+	Requests int         `json:"requests"`
+	Failed   int         `json:"failed"` // 5xx, or no response at all
+	Codes    map[int]int `json:"codes"`  // 0 counts requests that got no response
+	// P50 and P99 are the latencies of the requests that got a response.
+	P50 time.Duration `json:"p50"`
+	P99 time.Duration `json:"p99"`
+	// Unavailable is the longest stretch from a failed request to the
+	// next one that succeeded (or to the last, when none did after it).
+	Unavailable time.Duration `json:"unavailable"`
 }
 
 // Component is what one node ran.

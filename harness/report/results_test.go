@@ -43,6 +43,10 @@ func sample(t *testing.T) *Results {
 		run.Promises = append(run.Promises, Result{Verdict: v})
 	}
 	run.Promises[0].Measured = []string{"traffic: 5000 requests"}
+	run.Disruption = []Backend{
+		{Target: "lb", Requests: 5000, Failed: 3, Codes: map[int]int{0: 1, 200: 4997, 503: 2}, P50: 4 * time.Millisecond, P99: 80 * time.Millisecond, Unavailable: 1200 * time.Millisecond},
+		{Target: "cp1", Requests: 1200, Codes: map[int]int{200: 1200}, P50: 3 * time.Millisecond, P99: 40 * time.Millisecond},
+	}
 	run.Components = map[string][]Component{
 		"created": {{Node: "cp1", Role: "control-plane", Kubelet: "v1.35.4", APIServer: "v1.35.4", APIServerFlags: []string{"kube-apiserver", "--feature-gates=UnknownVersionInteroperabilityProxy=true"}},
 			{Node: "w1", Role: "worker", Kubelet: "v1.35.4"}},
@@ -193,6 +197,7 @@ func TestSummary(t *testing.T) {
 		"## Failed\n\n- **rollout.no-lost-writes** (surge): 2 acknowledged write(s)",
 		"[upstream](https://github.com/kubernetes/kubernetes/blob/v1.36.3/x.go)",
 		"| `sidecar.worker-replaced` | skipped |",
+		"| lb | 5000 | 3 | 1.2s | 4ms | 80ms | none: 1, 200: 4997, 503: 2 |",
 		"host: Linux 6.1.0-40-amd64, cgroup v1, 2 cores, Docker 20.10.24+dfsg1; v1.35.4: `skewer.local/node:v1.35.4` sha256:0123456789a",
 	} {
 		if !strings.Contains(md, want) {

@@ -2,7 +2,10 @@ package report
 
 import (
 	"fmt"
+	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/skewer-k8s/skewer/harness/certify"
 )
@@ -53,8 +56,33 @@ func (r *Results) Summary() string {
 		for _, p := range run.Promises {
 			fmt.Fprintf(&b, "| `%s` | %s | %s |\n", p.ID, p.Outcome, cell(p.Statement))
 		}
+		if len(run.Disruption) > 0 {
+			fmt.Fprintf(&b, "\n### Disruption (%s)\n\n| backend | requests | failed | longest unavailable | p50 | p99 | codes |\n|---|---|---|---|---|---|---|\n", run.Strategy)
+			for _, d := range run.Disruption {
+				fmt.Fprintf(&b, "| %s | %d | %d | %s | %s | %s | %s |\n", d.Target, d.Requests, d.Failed,
+					d.Unavailable.Round(10*time.Millisecond), d.P50.Round(100*time.Microsecond), d.P99.Round(100*time.Microsecond), codes(d.Codes))
+			}
+		}
 	}
 	return b.String()
+}
+
+// codes renders status counts in order, "0" as "none" (no response).
+func codes(c map[int]int) string {
+	keys := make([]int, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	sort.Ints(keys)
+	var parts []string
+	for _, k := range keys {
+		name := strconv.Itoa(k)
+		if k == 0 {
+			name = "none"
+		}
+		parts = append(parts, fmt.Sprintf("%s: %d", name, c[k]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // provenance says in a line what the verdicts were reached on.

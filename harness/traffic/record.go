@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/skewer-k8s/skewer/harness/report"
 )
 
 // Record is one request.
@@ -41,6 +43,9 @@ type Summary struct {
 	// newer apiservers serve: without it, no 404 can be found false.
 	NewAPIProbed bool
 	Phases       []PhaseSummary
+	// Backends is the disruption table: each backend through the whole
+	// traffic.
+	Backends []report.Backend
 }
 
 // PhaseSummary is one phase's error counts and latencies.

@@ -381,7 +381,8 @@ func (t *Traffic) account(stored map[string]bool) Summary {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	capable := func(phase string) bool { return t.phaseCapable[phase] }
-	s := Summary{Requests: len(t.records), Phases: Summarize(t.records, capable), NewAPIProbed: t.opts.NewAPIPath != ""}
+	s := Summary{Requests: len(t.records), Phases: Summarize(t.records, capable), NewAPIProbed: t.opts.NewAPIPath != "",
+		Backends: Disruption(t.records)}
 	for name := range t.acked {
 		if !stored[name] {
 			s.LostWrites = append(s.LostWrites, name)
