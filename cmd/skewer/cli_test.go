@@ -78,7 +78,7 @@ func TestCertifyPlans(t *testing.T) {
 		"certify v1.35.4 -> v1.36.3",
 		"in-place run on cluster skewer-certify-in-place: judges 5 promise(s)",
 		"skipped, left out by --skip:\n  rollout.versions",
-		"skipped, the in-place run does not check it; the surge run does:\n  mvp.discovery.converges\n  rollout.rollback",
+		"skipped, the in-place run does not check it; the surge run does:\n  mvp.discovery.converges\n  mvp.metrics.rerouted\n  mvp.route.loop-guard\n  mvp.route.no-false-forwarding\n  mvp.route.verbs\n  rollout.rollback",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("plan lacks %q:\n%s", want, out)

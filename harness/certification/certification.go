@@ -106,7 +106,8 @@ func (in Input) selected(id certify.ID) (bool, string) {
 // proven, for now, by the suites of make e2e.
 var checkedBy = map[rollout.Strategy][]certify.ID{
 	rollout.StrategySurge: {"rollout.versions", "rollout.membership", "rollout.rollback", "rollout.no-lost-writes",
-		"rollout.no-missed-watch-events", "rollout.no-false-404", "rollout.disruption-budget", "mvp.discovery.converges"},
+		"rollout.no-missed-watch-events", "rollout.no-false-404", "rollout.disruption-budget", "mvp.discovery.converges",
+		"mvp.route.no-false-forwarding", "mvp.route.loop-guard", "mvp.metrics.rerouted", "mvp.route.verbs"},
 	rollout.StrategyInPlace: {"rollout.versions", "rollout.membership", "rollout.no-lost-writes",
 		"rollout.no-missed-watch-events", "rollout.no-false-404", "rollout.disruption-budget"},
 }

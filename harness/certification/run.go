@@ -11,6 +11,7 @@ import (
 
 	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/discovery"
 	"github.com/skewer-k8s/skewer/harness/report"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 	"github.com/skewer-k8s/skewer/harness/traffic"
@@ -195,6 +196,7 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 				break
 			}
 		}
+		r.proxyChecks(ctx, newer)
 		return nil
 	}); err != nil {
 		return err
@@ -215,6 +217,37 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 		return err
 	}
 	return r.through(ctx, rollout.StrategySurge, load, before)
+}
+
+// mvpChecks are the Mixed Version Proxy's promises the window judges.
+var mvpChecks = []certify.ID{"mvp.route.no-false-forwarding", "mvp.route.loop-guard", "mvp.metrics.rerouted", "mvp.route.verbs"}
+
+// proxyChecks judges the proxy in the mixed window on a resource only
+// the newer version serves.
+func (r *run) proxyChecks(ctx context.Context, newer []discovery.Resource) {
+	to := r.in.Pair.To
+	w, err := OpenWindow(ctx, r.c, to, newer)
+	if err != nil {
+		for _, id := range mvpChecks {
+			r.judge(certify.Verdict{ID: id, Outcome: certify.Skipped,
+				Reason: fmt.Sprintf("no resource to route: %v (the runtime-config variant, which needs none, is not in certify yet)", err)})
+		}
+		return
+	}
+	const ns = "default"
+	took, err := w.RouteWorks(ctx, ns)
+	if err != nil {
+		for _, id := range mvpChecks {
+			r.judge(fail(id, "%v", err))
+		}
+		return
+	}
+	r.measure("mvp.route.verbs", "window: %v at %s, %v at %s; %s served through %s %s after discovery converged",
+		names(w.Old), r.in.Pair.From, names(w.New), to, w.Resource.Key(), w.Old[0].Name, took.Round(100*time.Millisecond))
+	r.judge(CheckNoFalseForwarding(ctx, w))
+	r.judge(CheckLoopGuard(ctx, w))
+	r.judge(CheckRerouted(ctx, w, ns, 5))
+	r.judge(CheckRouteVerbs(ctx, w, ns))
 }
 
 func (r *run) inPlace(ctx context.Context, before *corev1.ConfigMap) error {

@@ -26,8 +26,10 @@ const (
 // Resource is one resource of one group version.
 type Resource struct {
 	Group, Version, Resource string
-	Namespaced               bool
-	Verbs                    []string
+	// Kind is the kind of the resource's objects (discovery's responseKind).
+	Kind       string
+	Namespaced bool
+	Verbs      []string
 }
 
 // Key is group/version/resource, the form reports use.
@@ -73,6 +75,9 @@ func Parse(raw []byte) (Set, error) {
 			for _, r := range v.Resources {
 				res := Resource{Group: g.Name, Version: v.Version, Resource: r.Resource,
 					Namespaced: r.Scope == apidiscoveryv2.ScopeNamespace, Verbs: slices.Sorted(slices.Values(r.Verbs))}
+				if r.ResponseKind != nil {
+					res.Kind = r.ResponseKind.Kind
+				}
 				out[res.Key()] = res
 			}
 		}

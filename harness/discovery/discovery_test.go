@@ -26,6 +26,7 @@ func list(t *testing.T, entries ...string) []byte {
 		}
 		g.Versions = append(g.Versions, apidiscoveryv2.APIVersionDiscovery{Version: parts[1], Resources: []apidiscoveryv2.APIResourceDiscovery{{
 			Resource: parts[2], Scope: apidiscoveryv2.ScopeCluster, Verbs: strings.Split(verbs, ","),
+			ResponseKind: &metav1.GroupVersionKind{Group: parts[0], Version: parts[1], Kind: "Kind" + parts[2]},
 			Subresources: []apidiscoveryv2.APISubresourceDiscovery{{Subresource: "status"}},
 		}}})
 	}
@@ -55,6 +56,9 @@ func TestOnlyInFindsWhatTheNewerServerAdds(t *testing.T) {
 	got := OnlyIn(newer, older)
 	if len(got) != 2 || got[0].Key() != "admissionregistration.k8s.io/v1/mutatingadmissionpolicies" || got[1].Routable() {
 		t.Fatalf("OnlyIn = %v: want the routable mutatingadmissionpolicies first, the read-only one after", got)
+	}
+	if got[0].Kind != "Kindmutatingadmissionpolicies" {
+		t.Errorf("kind %q, want discovery's responseKind", got[0].Kind)
 	}
 	if got[0].Path() != "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies" {
 		t.Errorf("path %s", got[0].Path())

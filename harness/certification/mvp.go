@@ -1,0 +1,427 @@
+package certification
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/discovery"
+	"github.com/skewer-k8s/skewer/harness/metrics"
+	"github.com/skewer-k8s/skewer/harness/rollout"
+	"github.com/skewer-k8s/skewer/harness/version"
+	"github.com/skewer-k8s/skewer/harness/wait"
+	"github.com/skewer-k8s/skewer/internal/source"
+)
+
+// rerouted is the proxy's counter of requests an apiserver forwarded.
+const rerouted = "apiserver_rerouted_request_total"
+
+// Server is one apiserver, addressed directly (not through the load
+// balancer).
+type Server struct {
+	Name    string
+	Version version.Version
+	Config  *rest.Config
+}
+
+func (s Server) client() (*kubernetes.Clientset, error) { return kubernetes.NewForConfig(s.Config) }
+
+// Window is a cluster held in the mixed window as the proxy's checks see
+// it: the apiservers at the older version and at the newer, and a
+// resource only the newer ones serve, found by comparing discovery -
+// nothing in the checks names a resource of one version.
+type Window struct {
+	Old, New []Server
+	Resource discovery.Resource
+}
+
+// OpenWindow reads the window c is in: its apiservers split by whether
+// they run newer, and, of onlyNewer (what CheckDiscovery found), the
+// first routable resource with a sample object, else the first routable.
+func OpenWindow(ctx context.Context, c *cluster.Cluster, newer version.Version, onlyNewer []discovery.Resource) (*Window, error) {
+	cps, err := c.ControlPlanes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	versions, err := rollout.NodeVersions(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	w := &Window{}
+	for _, n := range cps {
+		cfg, err := c.APIServerConfig(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		s := Server{Name: n.Name, Version: versions[n.Name], Config: cfg}
+		if s.Version == newer {
+			w.New = append(w.New, s)
+		} else {
+			w.Old = append(w.Old, s)
+		}
+	}
+	if len(w.Old) == 0 || len(w.New) == 0 {
+		return nil, fmt.Errorf("not a mixed window: control planes %v", versions)
+	}
+	var routable []discovery.Resource
+	for _, r := range onlyNewer {
+		if r.Routable() {
+			routable = append(routable, r)
+		}
+	}
+	if len(routable) == 0 {
+		return nil, fmt.Errorf("%s serves no routable resource the older apiservers lack (%d only it serves)", newer, len(onlyNewer))
+	}
+	w.Resource = routable[0]
+	for _, r := range routable {
+		if _, err := os.Stat(samplePath(r)); err == nil {
+			w.Resource = r
+			break
+		}
+	}
+	return w, nil
+}
+
+// RouteWorks waits until the window's resource is served through the
+// first older apiserver: the proxy's peer discovery may lag the resource
+// discovery a moment after a step, and every check starts from a working
+// route. It returns how long that took.
+func (w *Window) RouteWorks(ctx context.Context, ns string) (time.Duration, error) {
+	start := time.Now()
+	api, err := w.api(w.Old[0], ns)
+	if err != nil {
+		return 0, err
+	}
+	err = wait.For(ctx, "certify/route-works", fmt.Sprintf("%s to be served through %s", w.Resource.Key(), w.Old[0].Name),
+		func(ctx context.Context) (bool, string, error) {
+			_, err := api.List(ctx, metav1.ListOptions{Limit: 1})
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			return true, "", nil
+		})
+	return time.Since(start), err
+}
+
+// samplePath is where the repository keeps a sample object of r.
+func samplePath(r discovery.Resource) string {
+	root, err := source.Root()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(root, "clusters", "samples", r.Group, r.Version, r.Resource+".yaml")
+}
+
+// sample reads the sample object of r, or says there is none.
+func sample(r discovery.Resource) (*unstructured.Unstructured, error) {
+	raw, err := os.ReadFile(samplePath(r))
+	if err != nil {
+		return nil, err
+	}
+	var obj map[string]any
+	if err := yaml.Unmarshal(raw, &obj); err != nil {
+		return nil, fmt.Errorf("%s: %w", samplePath(r), err)
+	}
+	return &unstructured.Unstructured{Object: obj}, nil
+}
+
+// api is the window's resource through one server.
+func (w *Window) api(s Server, ns string) (dynamic.ResourceInterface, error) {
+	dc, err := dynamic.NewForConfig(s.Config)
+	if err != nil {
+		return nil, err
+	}
+	gvr := schema.GroupVersionResource{Group: w.Resource.Group, Version: w.Resource.Version, Resource: w.Resource.Resource}
+	if w.Resource.Namespaced {
+		return dc.Resource(gvr).Namespace(ns), nil
+	}
+	return dc.Resource(gvr), nil
+}
+
+// routeLabel marks what the routing check makes, by run.
+const routeLabel = "skewer.io/certify-route"
+
+// CheckRouteVerbs judges mvp.route.verbs: through an older apiserver
+// alone, the window's resource is created, read, listed, updated, patched,
+// watched and deleted; the newer apiserver reads what the older one made,
+// and the watch delivers ADDED, MODIFIED and DELETED. Without a sample
+// object of the resource only get, list and watch can be routed, and the
+// promise is skipped, saying which file to add.
+func CheckRouteVerbs(ctx context.Context, w *Window, ns string) certify.Verdict {
+	const id = "mvp.route.verbs"
+	old, peer := w.Old[0], w.New[0]
+	key := w.Resource.Key()
+	api, err := w.api(old, ns)
+	if err != nil {
+		return fail(id, "%v", err)
+	}
+	peerAPI, err := w.api(peer, ns)
+	if err != nil {
+		return fail(id, "%v", err)
+	}
+	run := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff)
+	selector := metav1.ListOptions{LabelSelector: routeLabel + "=" + run}
+	obj, serr := sample(w.Resource)
+	if serr != nil {
+		// Read-only routing still proves something; it is the evidence.
+		if _, err := api.List(ctx, selector); err != nil {
+			return fail(id, "list %s through %s (%s): %v", key, old.Name, old.Version, err)
+		}
+		return certify.Verdict{ID: id, Outcome: certify.Skipped,
+			Reason:   fmt.Sprintf("no sample object of %s (%s): create, update, patch and delete cannot be routed without one", key, samplePath(w.Resource)),
+			Evidence: []string{fmt.Sprintf("list %s through %s (%s): 200", key, old.Name, old.Version)}}
+	}
+	labels := obj.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[routeLabel] = run
+	obj.SetLabels(labels)
+	if w.Resource.Namespaced {
+		obj.SetNamespace(ns)
+	}
+
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	wi, err := api.Watch(wctx, selector)
+	if err != nil {
+		return fail(id, "watch %s through %s: %v", key, old.Name, err)
+	}
+	events := make(chan string, 16)
+	go func() {
+		defer close(events)
+		for ev := range wi.ResultChan() {
+			if u, ok := ev.Object.(*unstructured.Unstructured); ok && ev.Type != watch.Bookmark {
+				events <- string(ev.Type) + " " + u.GetName()
+			}
+		}
+	}()
+
+	var done []string
+	step := func(what string, fn func() error) error {
+		if err := fn(); err != nil {
+			return fmt.Errorf("%s %s through %s (%s), after %v: %w", what, key, old.Name, old.Version, done, err)
+		}
+		done = append(done, what)
+		return nil
+	}
+	var made, got *unstructured.Unstructured
+	if err := step("create", func() (err error) { made, err = api.Create(ctx, obj, metav1.CreateOptions{}); return err }); err != nil {
+		return fail(id, "%v", err)
+	}
+	name := made.GetName()
+	defer api.Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
+	for _, s := range []struct {
+		what string
+		fn   func() error
+	}{
+		{"get", func() (err error) { got, err = api.Get(ctx, name, metav1.GetOptions{}); return err }},
+		{"list", func() error {
+			l, err := api.List(ctx, selector)
+			if err == nil && len(l.Items) != 1 {
+				err = fmt.Errorf("%d objects, want the one made", len(l.Items))
+			}
+			return err
+		}},
+		{"update", func() error {
+			l := got.GetLabels()
+			l["skewer.io/updated"] = "true"
+			got.SetLabels(l)
+			_, err := api.Update(ctx, got, metav1.UpdateOptions{})
+			return err
+		}},
+		{"patch", func() error {
+			_, err := api.Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"annotations":{"skewer.io/patched":"true"}}}`), metav1.PatchOptions{})
+			return err
+		}},
+		{"read it back through the newer apiserver", func() error {
+			seen, err := peerAPI.Get(ctx, name, metav1.GetOptions{})
+			switch {
+			case err != nil:
+				return err
+			case seen.GetUID() != made.GetUID():
+				return fmt.Errorf("%s has UID %s there, %s here", name, seen.GetUID(), made.GetUID())
+			case seen.GetLabels()["skewer.io/updated"] != "true" || seen.GetAnnotations()["skewer.io/patched"] != "true":
+				return fmt.Errorf("%s lacks the update or the patch there", name)
+			}
+			return nil
+		}},
+		{"delete", func() error { return api.Delete(ctx, name, metav1.DeleteOptions{}) }},
+	} {
+		if err := step(s.what, s.fn); err != nil {
+			return fail(id, "%v", err)
+		}
+	}
+	want := []string{"ADDED " + name, "MODIFIED " + name, "DELETED " + name}
+	var seen []string
+	deadline := time.After(20 * time.Second)
+	for len(missing(want, seen)) > 0 {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return fail(id, "the watch through %s ended early; it delivered %v", old.Name, seen)
+			}
+			seen = append(seen, ev)
+		case <-deadline:
+			return fail(id, "the watch through %s delivered %v in 20s, not %v", old.Name, seen, missing(want, seen))
+		}
+	}
+	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{
+		fmt.Sprintf("%s through %s (%s) alone: %s, watch delivered %s; %s (%s) read the same object", key, old.Name, old.Version,
+			strings.Join(done, ", "), strings.Join(seen, ", "), peer.Name, peer.Version)}}
+}
+
+// missing is what of want is not in seen.
+func missing(want, seen []string) []string {
+	var out []string
+	for _, w := range want {
+		found := false
+		for _, s := range seen {
+			found = found || s == w
+		}
+		if !found {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// scrape reads s's /metrics.
+func scrape(ctx context.Context, s Server) (metrics.Snapshot, error) {
+	cs, err := s.client()
+	if err != nil {
+		return nil, err
+	}
+	return metrics.Scrape(ctx, cs)
+}
+
+// CheckRerouted judges mvp.metrics.rerouted: n gets of names that do not
+// exist, through an older apiserver, answer 404 from the newer peer (a
+// code nothing else in a quiet cluster provokes), and the older server's
+// rerouted counter for code 404 moves by exactly n.
+func CheckRerouted(ctx context.Context, w *Window, ns string, n int) certify.Verdict {
+	const id = "mvp.metrics.rerouted"
+	old := w.Old[0]
+	api, err := w.api(old, ns)
+	if err != nil {
+		return fail(id, "%v", err)
+	}
+	before, err := scrape(ctx, old)
+	if err != nil {
+		return fail(id, "%v", err)
+	}
+	for i := range n {
+		_, err := api.Get(ctx, fmt.Sprintf("skewer-missing-%d-%d", time.Now().UnixNano(), i), metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			return fail(id, "get of a missing %s through %s: %v, want 404", w.Resource.Key(), old.Name, err)
+		}
+	}
+	after, err := scrape(ctx, old)
+	if err != nil {
+		return fail(id, "%v", err)
+	}
+	moved := metrics.Delta(before, after, rerouted, map[string]string{"code": "404"})
+	ev := fmt.Sprintf("%s{code=404} on %s moved by %g for %d gets of missing %s; series after: %v", rerouted, old.Name, moved, n, w.Resource.Key(), after.Series(rerouted))
+	if moved != float64(n) {
+		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: []string{ev},
+			Reason: fmt.Sprintf("%s{code=404} on %s moved by %g, not by the %d requests it forwarded", rerouted, old.Name, moved, n)}
+	}
+	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{ev}}
+}
+
+// CheckNoFalseForwarding judges mvp.route.no-false-forwarding: on every
+// apiserver, paths no server serves (an unknown group, an unknown
+// resource and an unknown version of the window's group) answer 404, and
+// no server's rerouted counter moves for them.
+func CheckNoFalseForwarding(ctx context.Context, w *Window) certify.Verdict {
+	const id = "mvp.route.no-false-forwarding"
+	r := w.Resource
+	paths := []string{"/apis/nothing.skewer.io/v1/things", "/apis/" + r.Group + "/" + r.Version + "/skewernothings", "/apis/" + r.Group + "/v999/" + r.Resource}
+	var ev []string
+	for _, s := range append(append([]Server{}, w.Old...), w.New...) {
+		cs, err := s.client()
+		if err != nil {
+			return fail(id, "%v", err)
+		}
+		before, err := scrape(ctx, s)
+		if err != nil {
+			return fail(id, "%v", err)
+		}
+		for _, p := range paths {
+			err := cs.Discovery().RESTClient().Get().AbsPath(p).Do(ctx).Error()
+			if !apierrors.IsNotFound(err) {
+				return fail(id, "%s on %s (%s): %v, want 404", p, s.Name, s.Version, err)
+			}
+		}
+		after, err := scrape(ctx, s)
+		if err != nil {
+			return fail(id, "%v", err)
+		}
+		if d := metrics.Delta(before, after, rerouted, map[string]string{"code": "404"}); d != 0 {
+			return fail(id, "%s{code=404} on %s moved by %g for paths no server serves (%v): forwarded", rerouted, s.Name, d, paths)
+		}
+		ev = append(ev, s.Name)
+	}
+	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{fmt.Sprintf("%v: 404 on %s, nothing rerouted", paths, strings.Join(ev, ", "))}}
+}
+
+// CheckLoopGuard judges mvp.route.loop-guard: the window's resource asked
+// of an older apiserver with X-Kubernetes-Peer-Proxied: true is answered
+// by that server itself (404, its counter unmoved), and the same request
+// unmarked is forwarded (200): the mark, not the resource, made the 404.
+func CheckLoopGuard(ctx context.Context, w *Window) certify.Verdict {
+	const id = "mvp.route.loop-guard"
+	old := w.Old[0]
+	cs, err := old.client()
+	if err != nil {
+		return fail(id, "%v", err)
+	}
+	path := w.Resource.Path()
+	before, err := scrape(ctx, old)
+	if err != nil {
+		return fail(id, "%v", err)
+	}
+	marked := cs.Discovery().RESTClient().Get().AbsPath(path).SetHeader("X-Kubernetes-Peer-Proxied", "true").Do(ctx).Error()
+	after, err := scrape(ctx, old)
+	if err != nil {
+		return fail(id, "%v", err)
+	}
+	if !apierrors.IsNotFound(marked) {
+		return fail(id, "%s marked proxied, through %s (%s): %v, want its own 404", path, old.Name, old.Version, marked)
+	}
+	if d := metrics.Delta(before, after, rerouted, map[string]string{"code": "404"}); d != 0 {
+		return fail(id, "%s{code=404} on %s moved by %g for a request marked proxied: forwarded again", rerouted, old.Name, d)
+	}
+	if err := cs.Discovery().RESTClient().Get().AbsPath(path).Do(ctx).Error(); err != nil {
+		return fail(id, "%s unmarked, through %s: %v, want it forwarded", path, old.Name, err)
+	}
+	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{
+		fmt.Sprintf("%s through %s: marked proxied 404, counter unmoved; unmarked 200", path, old.Name)}}
+}
+
+// names lists servers' names, sorted.
+func names(ss []Server) []string {
+	var out []string
+	for _, s := range ss {
+		out = append(out, s.Name)
+	}
+	sort.Strings(out)
+	return out
+}
