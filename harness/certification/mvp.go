@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -56,21 +57,12 @@ type Window struct {
 // they run newer, and, of onlyNewer (what CheckDiscovery found), the
 // first routable resource with a sample object, else the first routable.
 func OpenWindow(ctx context.Context, c *cluster.Cluster, newer version.Version, onlyNewer []discovery.Resource) (*Window, error) {
-	cps, err := c.ControlPlanes(ctx)
-	if err != nil {
-		return nil, err
-	}
-	versions, err := rollout.NodeVersions(ctx, c)
+	all, err := servers(ctx, c)
 	if err != nil {
 		return nil, err
 	}
 	w := &Window{}
-	for _, n := range cps {
-		cfg, err := c.APIServerConfig(ctx, n)
-		if err != nil {
-			return nil, err
-		}
-		s := Server{Name: n.Name, Version: versions[n.Name], Config: cfg}
+	for _, s := range all {
 		if s.Version == newer {
 			w.New = append(w.New, s)
 		} else {
@@ -78,7 +70,7 @@ func OpenWindow(ctx context.Context, c *cluster.Cluster, newer version.Version, 
 		}
 	}
 	if len(w.Old) == 0 || len(w.New) == 0 {
-		return nil, fmt.Errorf("not a mixed window: control planes %v", versions)
+		return nil, fmt.Errorf("not a mixed window: %d control plane(s) at %s of %d", len(w.New), newer, len(all))
 	}
 	var routable []discovery.Resource
 	for _, r := range onlyNewer {
@@ -118,6 +110,65 @@ func (w *Window) RouteWorks(ctx context.Context, ns string) (time.Duration, erro
 			return true, "", nil
 		})
 	return time.Since(start), err
+}
+
+// servers are c's apiservers, each addressed directly, with its version.
+func servers(ctx context.Context, c *cluster.Cluster) ([]Server, error) {
+	cps, err := c.ControlPlanes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	versions, err := rollout.NodeVersions(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	var out []Server
+	for _, n := range cps {
+		cfg, err := c.APIServerConfig(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Server{Name: n.Name, Version: versions[n.Name], Config: cfg})
+	}
+	return out, nil
+}
+
+// CheckAllOld judges mvp.rollback.all-old once every control plane is
+// back at the older version: the object from before is intact, and the
+// resource only the newer version served answers a true 404 on every
+// apiserver, none of which forwards it any more.
+func CheckAllOld(ctx context.Context, c *cluster.Cluster, r discovery.Resource, before *corev1.ConfigMap) certify.Verdict {
+	const id = "mvp.rollback.all-old"
+	if err := Intact(ctx, c, before); err != nil {
+		return fail(id, "%v", err)
+	}
+	all, err := servers(ctx, c)
+	if err != nil {
+		return fail(id, "%v", err)
+	}
+	for _, s := range all {
+		cs, err := s.client()
+		if err != nil {
+			return fail(id, "%v", err)
+		}
+		m0, err := scrape(ctx, s)
+		if err != nil {
+			return fail(id, "%v", err)
+		}
+		got := cs.Discovery().RESTClient().Get().AbsPath(r.Path()).Do(ctx).Error()
+		m1, err := scrape(ctx, s)
+		if err != nil {
+			return fail(id, "%v", err)
+		}
+		if !apierrors.IsNotFound(got) {
+			return fail(id, "%s on %s (%s) after the rollback: %v, want 404 (no server serves it now)", r.Path(), s.Name, s.Version, got)
+		}
+		if d := metrics.Delta(m0, m1, rerouted, nil); d != 0 {
+			return fail(id, "%s on %s moved by %g after the rollback: still forwarding", rerouted, s.Name, d)
+		}
+	}
+	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{
+		fmt.Sprintf("the object from before intact; %s: 404 on %v, nothing rerouted", r.Key(), names(all))}}
 }
 
 // samplePath is where the repository keeps a sample object of r.

@@ -32,6 +32,8 @@ type run struct {
 	// newerOnly is a collection only To serves (its path), learned from
 	// discovery in the mixed window: the traffic's false-404 probe.
 	newerOnly string
+	// routed is the resource the mixed window's proxy checks routed.
+	routed *discovery.Resource
 	// disruption is the traffic's table, per backend.
 	disruption []report.Backend
 	// components are what the nodes ran, by when they were read.
@@ -212,6 +214,11 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 		}
 		r.judge(CheckMembership(ctx, r.c, "the rollback"))
 		r.judge(CheckRollback(ctx, r.c, from, before))
+		if r.routed != nil {
+			r.judge(CheckAllOld(ctx, r.c, *r.routed, before))
+		} else {
+			r.judge(certify.Verdict{ID: "mvp.rollback.all-old", Outcome: certify.Skipped, Reason: "the mixed window found no resource to route"})
+		}
 		return nil
 	}); err != nil {
 		return err
@@ -220,7 +227,8 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 }
 
 // mvpChecks are the Mixed Version Proxy's promises the window judges.
-var mvpChecks = []certify.ID{"mvp.route.no-false-forwarding", "mvp.route.loop-guard", "mvp.metrics.rerouted", "mvp.route.verbs"}
+var mvpChecks = []certify.ID{"mvp.route.no-false-forwarding", "mvp.route.loop-guard", "mvp.metrics.rerouted", "mvp.route.verbs",
+	"mvp.trust.identity", "mvp.trust.rbac-at-entry"}
 
 // proxyChecks judges the proxy in the mixed window on a resource only
 // the newer version serves.
@@ -248,6 +256,10 @@ func (r *run) proxyChecks(ctx context.Context, newer []discovery.Resource) {
 	r.judge(CheckLoopGuard(ctx, w))
 	r.judge(CheckRerouted(ctx, w, ns, 5))
 	r.judge(CheckRouteVerbs(ctx, w, ns))
+	for _, v := range CheckTrust(ctx, r.c, w) {
+		r.judge(v)
+	}
+	r.routed = &w.Resource
 }
 
 func (r *run) inPlace(ctx context.Context, before *corev1.ConfigMap) error {

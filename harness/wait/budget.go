@@ -53,6 +53,10 @@ var budgets = map[string]Budget{
 	"certify/discovery-converges": {Timeout: 3 * time.Minute, Interval: time.Second},
 	// Until an older apiserver forwards the new resource once the window opens.
 	"certify/route-works": {Timeout: 3 * time.Minute, Interval: time.Second},
+	// Until a new ClusterRoleBinding allows a service account on a server.
+	"certify/rbac-reaches-servers": {Timeout: time.Minute, Interval: time.Second},
+	// Until apiservers have written a request's final audit event.
+	"certify/audit-written": {Timeout: 15 * time.Second, Interval: time.Second},
 }
 
 // Named returns the budget registered under name in the table of
