@@ -476,3 +476,91 @@ func names(ss []Server) []string {
 	sort.Strings(out)
 	return out
 }
+
+// The CRD and the APIService CheckScope makes: a group only the cluster's
+// own extension servers serve, and one whose backend does not exist.
+const (
+	scopeCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+ "metadata":{"name":"widgets.certify.skewer.io"},
+ "spec":{"group":"certify.skewer.io","scope":"Namespaced","names":{"plural":"widgets","singular":"widget","kind":"Widget"},
+  "versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`
+	scopeAPIService = `{"apiVersion":"apiregistration.k8s.io/v1","kind":"APIService",
+ "metadata":{"name":"v1.certify-agg.skewer.io"},
+ "spec":{"group":"certify-agg.skewer.io","version":"v1","groupPriorityMinimum":1000,"versionPriority":15,
+  "insecureSkipTLSVerify":true,"service":{"namespace":"default","name":"skewer-nowhere","port":443}}}`
+	// fastFail bounds the answer for an APIService without a backend.
+	fastFail = 5 * time.Second
+)
+
+// CheckScope judges mvp.scope.crd-apiservice: a CRD's resource is served
+// by every apiserver itself, and an APIService without a backend answers
+// 503 within fastFail on every apiserver; neither is forwarded (no
+// rerouted counter moves).
+func CheckScope(ctx context.Context, w *Window) certify.Verdict {
+	const id = "mvp.scope.crd-apiservice"
+	admin, err := w.Old[0].client()
+	if err != nil {
+		return fail(id, "%v", err)
+	}
+	rc := admin.Discovery().RESTClient()
+	objects := map[string]string{
+		"/apis/apiextensions.k8s.io/v1/customresourcedefinitions": scopeCRD,
+		"/apis/apiregistration.k8s.io/v1/apiservices":             scopeAPIService,
+	}
+	for path, body := range objects {
+		err := rc.Post().AbsPath(path).SetHeader("Content-Type", "application/json").Body([]byte(body)).Do(ctx).Error()
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fail(id, "create %s: %v", path, err)
+		}
+	}
+	defer func() {
+		ctx := context.WithoutCancel(ctx)
+		_ = rc.Delete().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.certify.skewer.io").Do(ctx).Error()
+		_ = rc.Delete().AbsPath("/apis/apiregistration.k8s.io/v1/apiservices/v1.certify-agg.skewer.io").Do(ctx).Error()
+	}()
+	var ev []string
+	for _, s := range append(append([]Server{}, w.Old...), w.New...) {
+		cs, err := s.client()
+		if err != nil {
+			return fail(id, "%v", err)
+		}
+		src := cs.Discovery().RESTClient()
+		// The CRD's resource, once this server has established it.
+		err = wait.For(ctx, "certify/crd-established", "widgets served by "+s.Name, func(ctx context.Context) (bool, string, error) {
+			if err := src.Get().AbsPath("/apis/certify.skewer.io/v1/namespaces/default/widgets").Do(ctx).Error(); err != nil {
+				return false, err.Error(), nil
+			}
+			return true, "", nil
+		})
+		if err != nil {
+			return fail(id, "%v", err)
+		}
+		m0, err := scrape(ctx, s)
+		if err != nil {
+			return fail(id, "%v", err)
+		}
+		crdErr := src.Get().AbsPath("/apis/certify.skewer.io/v1/namespaces/default/widgets").Do(ctx).Error()
+		start := time.Now()
+		aggErr := src.Get().AbsPath("/apis/certify-agg.skewer.io/v1/things").Do(ctx).Error()
+		took := time.Since(start)
+		m1, err := scrape(ctx, s)
+		if err != nil {
+			return fail(id, "%v", err)
+		}
+		var code int32
+		if st, ok := aggErr.(apierrors.APIStatus); ok {
+			code = st.Status().Code
+		}
+		switch {
+		case crdErr != nil:
+			return fail(id, "a CRD's widgets on %s (%s): %v", s.Name, s.Version, crdErr)
+		case code != 503 || took > fastFail:
+			return fail(id, "an APIService without a backend on %s (%s): %v in %s, want 503 within %s", s.Name, s.Version, aggErr, took.Round(time.Millisecond), fastFail)
+		}
+		if d := metrics.Delta(m0, m1, rerouted, nil); d != 0 {
+			return fail(id, "%s on %s moved by %g for a CRD's and an APIService's requests: forwarded", rerouted, s.Name, d)
+		}
+		ev = append(ev, fmt.Sprintf("%s: widgets 200, APIService 503 in %s", s.Name, took.Round(time.Millisecond)))
+	}
+	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: append(ev, "nothing rerouted")}
+}

@@ -228,7 +228,7 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 
 // mvpChecks are the Mixed Version Proxy's promises the window judges.
 var mvpChecks = []certify.ID{"mvp.route.no-false-forwarding", "mvp.route.loop-guard", "mvp.metrics.rerouted", "mvp.route.verbs",
-	"mvp.trust.identity", "mvp.trust.rbac-at-entry"}
+	"mvp.trust.identity", "mvp.trust.rbac-at-entry", "mvp.scope.crd-apiservice"}
 
 // proxyChecks judges the proxy in the mixed window on a resource only
 // the newer version serves.
@@ -259,6 +259,7 @@ func (r *run) proxyChecks(ctx context.Context, newer []discovery.Resource) {
 	for _, v := range CheckTrust(ctx, r.c, w) {
 		r.judge(v)
 	}
+	r.judge(CheckScope(ctx, w))
 	r.routed = &w.Resource
 }
 
