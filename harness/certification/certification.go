@@ -108,7 +108,8 @@ var checkedBy = map[rollout.Strategy][]certify.ID{
 	rollout.StrategySurge: {"rollout.versions", "rollout.membership", "rollout.rollback", "rollout.no-lost-writes",
 		"rollout.no-missed-watch-events", "rollout.no-false-404", "rollout.disruption-budget", "mvp.discovery.converges",
 		"mvp.route.no-false-forwarding", "mvp.route.loop-guard", "mvp.metrics.rerouted", "mvp.route.verbs",
-		"mvp.trust.identity", "mvp.trust.rbac-at-entry", "mvp.scope.crd-apiservice", "mvp.rollback.all-old"},
+		"mvp.trust.identity", "mvp.trust.rbac-at-entry", "mvp.scope.crd-apiservice", "mvp.rollback.all-old",
+		"mvp.audit.complete", "mvp.audit.final-stage"},
 	rollout.StrategyInPlace: {"rollout.versions", "rollout.membership", "rollout.no-lost-writes",
 		"rollout.no-missed-watch-events", "rollout.no-false-404", "rollout.disruption-budget"},
 }

@@ -193,9 +193,15 @@ func sample(r discovery.Resource) (*unstructured.Unstructured, error) {
 	return &unstructured.Unstructured{Object: obj}, nil
 }
 
-// api is the window's resource through one server.
-func (w *Window) api(s Server, ns string) (dynamic.ResourceInterface, error) {
-	dc, err := dynamic.NewForConfig(s.Config)
+// api is the window's resource through one server; the Audit-Id of each
+// response goes to ids when it is given.
+func (w *Window) api(s Server, ns string, ids ...*auditIDs) (dynamic.ResourceInterface, error) {
+	cfg := s.Config
+	if len(ids) > 0 {
+		cfg = rest.CopyConfig(cfg)
+		cfg.Wrap(ids[0].wrap)
+	}
+	dc, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -214,12 +220,13 @@ const routeLabel = "skewer.io/certify-route"
 // watched and deleted; the newer apiserver reads what the older one made,
 // and the watch delivers ADDED, MODIFIED and DELETED. Without a sample
 // object of the resource only get, list and watch can be routed, and the
-// promise is skipped, saying which file to add.
-func CheckRouteVerbs(ctx context.Context, w *Window, ns string) certify.Verdict {
+// promise is skipped, saying which file to add. The audit IDs of the
+// requests through the older apiserver go to ids, for CheckAudit.
+func CheckRouteVerbs(ctx context.Context, w *Window, ns string, ids *auditIDs) certify.Verdict {
 	const id = "mvp.route.verbs"
 	old, peer := w.Old[0], w.New[0]
 	key := w.Resource.Key()
-	api, err := w.api(old, ns)
+	api, err := w.api(old, ns, ids)
 	if err != nil {
 		return fail(id, "%v", err)
 	}

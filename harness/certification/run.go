@@ -228,7 +228,7 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 
 // mvpChecks are the Mixed Version Proxy's promises the window judges.
 var mvpChecks = []certify.ID{"mvp.route.no-false-forwarding", "mvp.route.loop-guard", "mvp.metrics.rerouted", "mvp.route.verbs",
-	"mvp.trust.identity", "mvp.trust.rbac-at-entry", "mvp.scope.crd-apiservice"}
+	"mvp.trust.identity", "mvp.trust.rbac-at-entry", "mvp.scope.crd-apiservice", "mvp.audit.complete", "mvp.audit.final-stage"}
 
 // proxyChecks judges the proxy in the mixed window on a resource only
 // the newer version serves.
@@ -255,7 +255,11 @@ func (r *run) proxyChecks(ctx context.Context, newer []discovery.Resource) {
 	r.judge(CheckNoFalseForwarding(ctx, w))
 	r.judge(CheckLoopGuard(ctx, w))
 	r.judge(CheckRerouted(ctx, w, ns, 5))
-	r.judge(CheckRouteVerbs(ctx, w, ns))
+	ids := &auditIDs{}
+	r.judge(CheckRouteVerbs(ctx, w, ns, ids))
+	for _, v := range CheckAudit(ctx, r.c, w, ids.all()) {
+		r.judge(v)
+	}
 	for _, v := range CheckTrust(ctx, r.c, w) {
 		r.judge(v)
 	}
