@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -16,12 +19,14 @@ import (
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/harness/report"
 	"github.com/skewer-k8s/skewer/harness/rollout"
+	"github.com/skewer-k8s/skewer/harness/version"
 	"github.com/skewer-k8s/skewer/internal/source"
 )
 
 type certifyFlags struct {
 	from, to, strategy, out, waivers, name, profile, imageSource string
 	only, skip                                                   []string
+	nodeImages                                                   map[string]string
 	strict, retain, dryRun, list                                 bool
 }
 
@@ -48,7 +53,7 @@ is 1 when any promise failed.`,
 			if f.list {
 				return listCatalogue(cmd.OutOrStdout())
 			}
-			in, err := certifyInput(f, cmd.ErrOrStderr())
+			in, err := certifyInput(cmd.Context(), f, cmd.ErrOrStderr())
 			if err != nil {
 				return badInput(err)
 			}
@@ -89,12 +94,17 @@ is 1 when any promise failed.`,
 	fl.BoolVar(&f.list, "list", false, "print the catalogue of promises and exit")
 	fl.StringVar(&f.name, "name", "skewer-certify", "cluster name prefix (each run adds -<strategy>)")
 	fl.StringVar(&f.profile, "profile", "ha", "the cluster profile each run starts from (3 control planes)")
+	fl.StringToStringVar(&f.nodeImages, "node-image", nil, "a node image of your own, used as it is: from=REF, to=REF or VERSION=REF (its version is read from the image)")
 	fl.StringVar(&f.imageSource, "image-source", "build", "where node images come from: build (local, else built offline), local, or pull")
 	return cmd
 }
 
 // certifyInput checks every flag before anything is built or created.
-func certifyInput(f certifyFlags, progress io.Writer) (certification.Input, error) {
+func certifyInput(ctx context.Context, f certifyFlags, progress io.Writer) (certification.Input, error) {
+	given, err := givenImages(ctx, &f)
+	if err != nil {
+		return certification.Input{}, err
+	}
 	if f.from == "" || f.to == "" {
 		return certification.Input{}, errors.New("certify needs --from and --to, e.g. --from v1.35.4 --to v1.36.3")
 	}
@@ -138,10 +148,41 @@ func certifyInput(f certifyFlags, progress io.Writer) (certification.Input, erro
 	}
 	in := certification.Input{
 		Pair: pair, Strategies: strategies, Only: ids(f.only), Skip: ids(f.skip), Waivers: ws, Strict: f.strict,
-		Profile: spec, Name: f.name, Images: &nodeimage.Resolver{Source: src, Out: progress},
+		Profile: spec, Name: f.name, Images: &nodeimage.Resolver{Source: src, Out: progress, Given: given},
 		Retain: f.retain, Evidence: filepath.Join(f.out, "evidence"), Out: progress, Verbosity: global.verbosity, Tool: toolInfo(),
 	}
 	return in, in.Validate()
+}
+
+// givenImages reads the version each --node-image carries and checks it
+// against what the flags say: from= and to= set --from and --to when they
+// are not given, and a version key must be the image's own.
+func givenImages(ctx context.Context, f *certifyFlags) (map[version.Version]string, error) {
+	given := map[version.Version]string{}
+	for _, key := range slices.Sorted(maps.Keys(f.nodeImages)) {
+		ref := f.nodeImages[key]
+		v, err := nodeimage.ImageVersion(ctx, ref)
+		if err != nil {
+			return nil, fmt.Errorf("--node-image %s=%s: %w", key, ref, err)
+		}
+		side := map[string]*string{"from": &f.from, "to": &f.to}[key]
+		switch {
+		case side != nil && *side == "":
+			*side = v.String()
+		case side != nil && *side != v.String():
+			return nil, fmt.Errorf("--node-image %s=%s carries %s, but --%s says %s", key, ref, v, key, *side)
+		case side == nil:
+			kv, err := version.Parse(key)
+			if err != nil {
+				return nil, fmt.Errorf("--node-image %s=%s: the key is from, to or a version: %w", key, ref, err)
+			}
+			if kv != v {
+				return nil, fmt.Errorf("--node-image %s=%s: the image carries %s", key, ref, v)
+			}
+		}
+		given[v] = ref
+	}
+	return given, nil
 }
 
 func ids(s []string) []certify.ID {

@@ -1,6 +1,8 @@
 package nodeimage
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -46,6 +48,44 @@ type Resolver struct {
 	Source  Source
 	Builder *Builder
 	Out     io.Writer
+	// Given are node images the user brought (a vendor's build, one made
+	// by kind build node-image), by the version read from each: used as
+	// they are, never rebuilt or retagged, whatever Source says.
+	Given map[version.Version]string
+}
+
+// ImageVersion reads the Kubernetes version a node image carries (kind's
+// /kind/version), so a given image's version never rests on a flag. An
+// image that is not a kind node image is refused in one line.
+func ImageVersion(ctx context.Context, ref string) (version.Version, error) {
+	if !docker.ImageExists(ctx, ref) {
+		return version.Version{}, fmt.Errorf("no local image %s (a given node image is used from this machine's Docker, never pulled)", ref)
+	}
+	// Read from a container that is created, never started: nothing of
+	// the image runs.
+	id, err := run.Command("docker", "create", "--entrypoint", "/skewer-never-runs", ref).String(ctx)
+	if err != nil {
+		return version.Version{}, err
+	}
+	defer docker.Remove(context.WithoutCancel(ctx), id)
+	archive, err := run.Command("docker", "cp", id+":/kind/version", "-").Output(ctx)
+	if err != nil {
+		return version.Version{}, fmt.Errorf("%s is not a kind node image: it has no /kind/version", ref)
+	}
+	tr := tar.NewReader(bytes.NewReader(archive))
+	if _, err := tr.Next(); err != nil {
+		return version.Version{}, fmt.Errorf("%s: reading /kind/version: %w", ref, err)
+	}
+	raw, err := io.ReadAll(io.LimitReader(tr, 256))
+	if err != nil {
+		return version.Version{}, err
+	}
+	out := strings.TrimSpace(string(raw))
+	v, err := version.Parse(out)
+	if err != nil {
+		return version.Version{}, fmt.Errorf("%s is not a kind node image: /kind/version holds %q", ref, out)
+	}
+	return v, nil
 }
 
 // InputKey is the digest of the inputs a local build of ref was made
@@ -61,6 +101,12 @@ func InputKey(ctx context.Context, ref string) string {
 // already here, so a machine offline with its images works); for a pull,
 // one without a pinned digest; for local, one without a local image.
 func (r *Resolver) Check(ctx context.Context, v version.Version) error {
+	if ref, ok := r.Given[v]; ok {
+		if !docker.ImageExists(ctx, ref) {
+			return fmt.Errorf("the node image given for %s, %s, is not on this machine", v, ref)
+		}
+		return nil
+	}
 	switch r.Source {
 	case SourcePull:
 		if _, ok := pinned[v.String()]; !ok {
@@ -92,6 +138,13 @@ func (r *Resolver) Resolve(ctx context.Context, v version.Version) (string, erro
 	out := r.Out
 	if out == nil {
 		out = io.Discard
+	}
+	if ref, ok := r.Given[v]; ok {
+		if err := r.Check(ctx, v); err != nil {
+			return "", err
+		}
+		fmt.Fprintf(out, "node image %s: %s (given)\n", v, ref)
+		return ref, nil
 	}
 	switch r.Source {
 	case SourcePull:

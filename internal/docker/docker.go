@@ -3,10 +3,14 @@
 package docker
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -63,6 +67,26 @@ func Import(ctx context.Context, rootfs io.Reader, ref string, changes ...string
 	cmd := run.Command(args...)
 	cmd.Stdin = rootfs
 	return cmd.Run(ctx)
+}
+
+// ImportFiles makes an image holding only files (path -> content): what
+// tests make on the spot to stand for an image without building one.
+func ImportFiles(ctx context.Context, ref string, files map[string]string, changes ...string) error {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		body := files[name]
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body))}); err != nil {
+			return err
+		}
+		if _, err := tw.Write([]byte(body)); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return Import(ctx, &buf, ref, changes...)
 }
 
 // Save writes ref as a docker-archive tar to path.

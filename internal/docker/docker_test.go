@@ -1,8 +1,6 @@
 package docker
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"fmt"
 	"testing"
@@ -21,14 +19,8 @@ func TestRemoveImagesTakesOnlyLabelled(t *testing.T) {
 	label := fmt.Sprintf("io.skewer.test-clean-%d", time.Now().UnixNano())
 	repo := "skewer.local/test-clean"
 	mk := func(tag string, changes ...string) string {
-		var buf bytes.Buffer
-		tw := tar.NewWriter(&buf)
-		body := []byte(tag)
-		tw.WriteHeader(&tar.Header{Name: "tag", Mode: 0o644, Size: int64(len(body))})
-		tw.Write(body)
-		tw.Close()
 		ref := repo + ":" + tag
-		if err := Import(ctx, &buf, ref, changes...); err != nil {
+		if err := ImportFiles(ctx, ref, map[string]string{"tag": tag}, changes...); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = run.Command("docker", "image", "rm", "-f", ref).Run(context.Background()) })

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skewer-k8s/skewer/internal/docker"
+	"github.com/skewer-k8s/skewer/internal/run"
+)
+
+// --node-image: the version of a given image is read from it; a flag that
+// disagrees, and an image that is not a node image, are refused in one
+// line with exit status 2; from= stands in for --from.
+func TestCertifyGivenNodeImages(t *testing.T) {
+	ctx := context.Background()
+	if err := run.Command("docker", "info").Run(ctx); err != nil {
+		t.Skipf("no Docker engine answers: %v", err)
+	}
+	image := func(files map[string]string) string {
+		ref := fmt.Sprintf("skewer.local/test-given:%d", time.Now().UnixNano())
+		if err := docker.ImportFiles(ctx, ref, files); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = run.Command("docker", "image", "rm", "-f", ref).Run(context.Background()) })
+		return ref
+	}
+	vendor := image(map[string]string{"kind/version": "v1.36.3-acme.2\n"})
+	plain := image(map[string]string{"etc/hostname": "x"})
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--to", "v1.36.3", "--node-image", "to=" + vendor}, "carries v1.36.3-acme.2, but --to says v1.36.3"},
+		{[]string{"--node-image", "v1.36.3=" + vendor}, "the image carries v1.36.3-acme.2"},
+		{[]string{"--node-image", "to=" + plain}, "is not a kind node image"},
+		{[]string{"--node-image", "sideways=" + vendor}, "the key is from, to or a version"},
+	} {
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"certify", "--from", "v1.35.4", "--dry-run"}, tc.args...)
+		code := Run(ctx, args, &stdout, &stderr)
+		if lines := strings.Split(strings.TrimSpace(stderr.String()), "\n"); code != exitBadInput || len(lines) != 1 || !strings.Contains(lines[0], tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and one line with %q", tc.args, code, stderr.String(), tc.want)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := Run(ctx, []string{"certify", "--from", "v1.35.4", "--node-image", "to=" + vendor, "--dry-run"}, &stdout, &stderr); code != 0 ||
+		!strings.Contains(stdout.String(), "certify v1.35.4 -> v1.36.3-acme.2") {
+		t.Errorf("from= an image: exit %d, %q, %q", code, stdout.String(), stderr.String())
+	}
+}
