@@ -263,7 +263,7 @@ func (r *run) proxyChecks(ctx context.Context, newer []discovery.Resource) {
 	for _, v := range CheckTrust(ctx, r.c, w) {
 		r.judge(v)
 	}
-	r.judge(CheckScope(ctx, w))
+	r.judge(CheckScope(ctx, r.c, w))
 	r.routed = &w.Resource
 }
 

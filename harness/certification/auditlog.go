@@ -1,0 +1,182 @@
+package certification
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"github.com/skewer-k8s/skewer/harness/audit"
+	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/wait"
+)
+
+// auditIDs keeps the Audit-Id of every response a client got.
+type auditIDs struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (a *auditIDs) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		if resp != nil {
+			a.mu.Lock()
+			a.ids = append(a.ids, resp.Header.Get("Audit-Id"))
+			a.mu.Unlock()
+		}
+		return resp, err
+	})
+}
+
+// last is the Audit-Id of the latest response.
+func (a *auditIDs) last() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.ids) == 0 {
+		return ""
+	}
+	return a.ids[len(a.ids)-1]
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// completedAt is the final audit event of id in node's audit log, if any.
+func completedAt(c *cluster.Cluster, node, id string) (*audit.Event, error) {
+	evs, err := audit.Read(audit.LogPath(c, node), func(e *audit.Event) bool {
+		return string(e.AuditID) == id && (e.Stage == "ResponseComplete" || e.Stage == "Panic")
+	})
+	if err != nil || len(evs) == 0 {
+		return nil, err
+	}
+	return &evs[len(evs)-1], nil
+}
+
+// notForwarded checks that requests entry served itself (ids, their
+// Audit-Ids) are in entry's audit log and in no other server's.
+func notForwarded(ctx context.Context, c *cluster.Cluster, entry Server, others []Server, ids []string) error {
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	final := func(node string) ([]audit.Event, error) {
+		return audit.Read(audit.LogPath(c, node), func(e *audit.Event) bool {
+			return want[string(e.AuditID)] && (e.Stage == "ResponseComplete" || e.Stage == "Panic")
+		})
+	}
+	err := wait.For(ctx, "certify/audit-written", fmt.Sprintf("%d requests in %s's audit log", len(want), entry.Name), func(ctx context.Context) (bool, string, error) {
+		evs, err := final(entry.Name)
+		if err != nil {
+			return false, "", err
+		}
+		return len(evs) >= len(want), fmt.Sprintf("%d of %d logged", len(evs), len(want)), nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, o := range others {
+		if o.Name == entry.Name {
+			continue
+		}
+		evs, err := final(o.Name)
+		if err != nil {
+			return err
+		}
+		if len(evs) > 0 {
+			return fmt.Errorf("%s logged %d of the requests %s served itself (audit ID %s first): forwarded", o.Name, len(evs), entry.Name, evs[0].AuditID)
+		}
+	}
+	return nil
+}
+
+// all is every Audit-Id kept, in order.
+func (a *auditIDs) all() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.ids...)
+}
+
+// CheckAudit judges mvp.audit.complete and mvp.audit.final-stage on
+// requests made through an older apiserver and forwarded (ids, their
+// Audit-Ids): each is logged once by the entry server and once by one
+// newer peer, under the same audit ID, as the same user; and each ends at
+// the entry server in a final stage that is not Panic.
+func CheckAudit(ctx context.Context, c *cluster.Cluster, w *Window, ids []string) []certify.Verdict {
+	const complete, final = "mvp.audit.complete", "mvp.audit.final-stage"
+	old := w.Old[0]
+	if len(ids) == 0 {
+		return []certify.Verdict{fail(complete, "no request to account for"), fail(final, "no request to account for")}
+	}
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	read := func(node string) (map[string][]audit.Event, error) {
+		evs, err := audit.Read(audit.LogPath(c, node), func(e *audit.Event) bool {
+			return want[string(e.AuditID)] && (e.Stage == "ResponseComplete" || e.Stage == "Panic")
+		})
+		out := map[string][]audit.Event{}
+		for _, e := range evs {
+			out[string(e.AuditID)] = append(out[string(e.AuditID)], e)
+		}
+		return out, err
+	}
+	var entry, peers map[string][]audit.Event
+	var missing, dup, otherUser, panicked []string
+	err := wait.For(ctx, "certify/audit-written", fmt.Sprintf("%d requests' audit events", len(ids)), func(ctx context.Context) (bool, string, error) {
+		var err error
+		if entry, err = read(old.Name); err != nil {
+			return false, "", err
+		}
+		peers = map[string][]audit.Event{}
+		for _, p := range w.New {
+			got, err := read(p.Name)
+			if err != nil {
+				return false, "", err
+			}
+			for id, evs := range got {
+				peers[id] = append(peers[id], evs...)
+			}
+		}
+		missing, dup, otherUser, panicked = nil, nil, nil, nil
+		for id := range want {
+			e, p := entry[id], peers[id]
+			switch {
+			case len(e) == 0 || len(p) == 0:
+				missing = append(missing, id)
+			case len(e) > 1 || len(p) > 1:
+				dup = append(dup, id)
+			case e[0].User.Username != p[0].User.Username:
+				otherUser = append(otherUser, fmt.Sprintf("%s (%s at the entry, %s at the peer)", id, e[0].User.Username, p[0].User.Username))
+			}
+			if len(e) == 1 && e[0].Stage == "Panic" {
+				panicked = append(panicked, id)
+			}
+		}
+		return len(missing) == 0, fmt.Sprintf("%d of %d not yet in both logs", len(missing), len(want)), nil
+	})
+	counted := fmt.Sprintf("%d sent through %s; %d logged there, %d at the peers; %d missing, %d duplicated, %d under another user",
+		len(want), old.Name, len(entry), len(peers), len(missing), len(dup), len(otherUser))
+	var out []certify.Verdict
+	switch {
+	case err != nil && len(missing) == 0:
+		out = append(out, fail(complete, "%v", err))
+	case len(missing)+len(dup)+len(otherUser) > 0:
+		v := fail(complete, "%s", counted)
+		v.Evidence = append(append(append([]string{}, missing...), dup...), otherUser...)
+		out = append(out, v)
+	default:
+		out = append(out, certify.Verdict{ID: complete, Outcome: certify.Pass, Evidence: []string{counted}})
+	}
+	if len(panicked) > 0 {
+		v := fail(final, "%d of %d proxied requests ended at %s in stage Panic (the watch its client closed among them), where the peer logged ResponseComplete", len(panicked), len(want), old.Name)
+		v.Evidence = panicked
+		out = append(out, v)
+	} else {
+		out = append(out, certify.Verdict{ID: final, Outcome: certify.Pass, Evidence: []string{fmt.Sprintf("%d requests ended at %s in ResponseComplete", len(want), old.Name)}})
+	}
+	return out
+}
