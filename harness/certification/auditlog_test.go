@@ -1,0 +1,83 @@
+package certification
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+
+	"github.com/skewer-k8s/skewer/harness/audit"
+	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/cluster"
+)
+
+func authnUser(name string) authnv1.UserInfo { return authnv1.UserInfo{Username: name} }
+
+// logs writes audit logs where a cluster keeps them: node -> events as
+// "auditID stage user code".
+func logs(t *testing.T, byNode map[string][]string) *cluster.Cluster {
+	t.Helper()
+	c := &cluster.Cluster{Name: "test", Dir: t.TempDir()}
+	for node, lines := range byNode {
+		path := audit.LogPath(c, node)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		for _, l := range lines {
+			f := strings.Fields(l)
+			code := map[string]int32{"200": 200, "403": 403, "500": 500}[f[3]]
+			e := auditv1.Event{TypeMeta: metav1.TypeMeta{Kind: "Event", APIVersion: "audit.k8s.io/v1"},
+				AuditID: types.UID(f[0]), Stage: auditv1.Stage(f[1]), User: authnUser(f[2]),
+				ResponseStatus: &metav1.Status{Code: code}}
+			raw, _ := json.Marshal(e)
+			b.Write(append(raw, '\n'))
+		}
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// The audit accounting of forwarded and of local requests, on logs as
+// apiservers write them.
+func TestAuditAccounting(t *testing.T) {
+	ctx := context.Background()
+	old, peer := Server{Name: "cp1"}, Server{Name: "cp4"}
+	w := &Window{Old: []Server{old}, New: []Server{peer}}
+
+	c := logs(t, map[string][]string{
+		"cp1": {"a RequestReceived admin 200", "a ResponseComplete admin 200", "b ResponseComplete admin 200", "w Panic admin 500"},
+		"cp4": {"a ResponseComplete admin 200", "b ResponseComplete admin 200", "w ResponseComplete admin 200"},
+	})
+	got := CheckAudit(ctx, c, w, []string{"a", "b", "w"})
+	if got[0].Outcome != certify.Pass || got[1].Outcome != certify.Fail || !strings.Contains(got[1].Reason, "1 of 3 proxied requests ended at cp1 in stage Panic") {
+		t.Errorf("complete, with a closed watch: %+v", got)
+	}
+
+	c = logs(t, map[string][]string{
+		"cp1": {"a ResponseComplete admin 200", "b ResponseComplete admin 200"},
+		"cp4": {"a ResponseComplete someone-else 200"},
+	})
+	got = CheckAudit(ctx, c, w, []string{"a", "b"})
+	if got[0].Outcome != certify.Fail || !strings.Contains(got[0].Reason, "1 missing") || !strings.Contains(got[0].Reason, "1 under another user") {
+		t.Errorf("one missing at the peer, one under another user: %+v", got[0])
+	}
+
+	c = logs(t, map[string][]string{"cp1": {"x ResponseComplete admin 200"}, "cp4": {}})
+	if err := notForwarded(ctx, c, old, []Server{old, peer}, []string{"x"}); err != nil {
+		t.Errorf("served by cp1 alone: %v", err)
+	}
+	c = logs(t, map[string][]string{"cp1": {"x ResponseComplete admin 200"}, "cp4": {"x ResponseComplete admin 200"}})
+	if err := notForwarded(ctx, c, old, []Server{old, peer}, []string{"x"}); err == nil || !strings.Contains(err.Error(), "cp4 logged 1 of the requests cp1 served itself") {
+		t.Errorf("logged by the peer too: %v", err)
+	}
+}
