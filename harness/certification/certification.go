@@ -109,9 +109,9 @@ var checkedBy = map[rollout.Strategy][]certify.ID{
 		"rollout.no-missed-watch-events", "rollout.no-false-404", "rollout.disruption-budget", "mvp.discovery.converges",
 		"mvp.route.no-false-forwarding", "mvp.route.loop-guard", "mvp.metrics.rerouted", "mvp.route.verbs",
 		"mvp.trust.identity", "mvp.trust.rbac-at-entry", "mvp.scope.crd-apiservice", "mvp.rollback.all-old",
-		"mvp.audit.complete", "mvp.audit.final-stage"},
+		"mvp.audit.complete", "mvp.audit.final-stage", "sidecar.job.completes"},
 	rollout.StrategyInPlace: {"rollout.versions", "rollout.membership", "rollout.no-lost-writes",
-		"rollout.no-missed-watch-events", "rollout.no-false-404", "rollout.disruption-budget"},
+		"rollout.no-missed-watch-events", "rollout.no-false-404", "rollout.disruption-budget", "sidecar.job.completes"},
 }
 
 // notYet says why certify does not judge a promise, and where what is

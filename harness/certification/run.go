@@ -12,6 +12,7 @@ import (
 	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/discovery"
+	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/harness/report"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 	"github.com/skewer-k8s/skewer/harness/traffic"
@@ -290,7 +291,7 @@ func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Tra
 	}); err != nil {
 		return err
 	}
-	return r.phase(ctx, "judge the traffic", func(ctx context.Context) error {
+	if err := r.phase(ctx, "judge the traffic", func(ctx context.Context) error {
 		sum, err := load.Stop(ctx)
 		if err != nil {
 			return err
@@ -303,6 +304,23 @@ func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Tra
 		r.judge(traffic.DisruptionVerdict(sum.Backends, traffic.MaxFailedThroughLB))
 		r.measure("rollout.no-lost-writes", "traffic: %d requests, %d acknowledged writes lost, %d watch events missed, %d false 404s",
 			sum.Requests, len(sum.LostWrites), len(sum.MissedWatchEvents), sum.FalseNotFound)
+		return nil
+	}); err != nil {
+		return err
+	}
+	return r.phase(ctx, "native sidecars on kubelets of both versions", func(ctx context.Context) error {
+		b := r.in.Images.Builder
+		if b == nil {
+			b = &nodeimage.Builder{Out: r.out}
+		}
+		image, err := b.FixtureImage(ctx)
+		if err != nil {
+			return err
+		}
+		if err := r.c.LoadImages(ctx, image); err != nil {
+			return err
+		}
+		r.judge(CheckSidecarJob(ctx, r.c, image))
 		return nil
 	})
 }

@@ -55,6 +55,8 @@ var budgets = map[string]Budget{
 	"certify/route-works": {Timeout: 3 * time.Minute, Interval: time.Second},
 	// Until a new ClusterRoleBinding allows a service account on a server.
 	"certify/rbac-reaches-servers": {Timeout: time.Minute, Interval: time.Second},
+	// Until a Job with a native sidecar completes (image already on the node).
+	"certify/sidecar-job": {Timeout: 3 * time.Minute, Interval: time.Second},
 	// Until an apiserver serves a CRD just made.
 	"certify/crd-established": {Timeout: time.Minute, Interval: time.Second},
 	// Until apiservers have written a request's final audit event.
