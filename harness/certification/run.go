@@ -330,7 +330,7 @@ func (r *run) startTraffic(ctx context.Context) (*traffic.Traffic, error) {
 	err := r.phase(ctx, "start the traffic", func(ctx context.Context) error {
 		opts := traffic.Options{Namespace: "skewer-certify-traffic"}
 		if r.newerOnly != "" {
-			opts.NewAPIPath, opts.NewAPISince = r.newerOnly, r.in.Pair.To
+			opts.NewAPIPath = r.newerOnly
 		}
 		var err error
 		load, err = traffic.Start(ctx, r.c, opts)

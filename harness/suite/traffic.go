@@ -33,9 +33,8 @@ func (s *Suite) StartTraffic(ctx context.Context, t *testing.T, namespace string
 		t.Fatal(err)
 	}
 	tr, err := traffic.Start(ctx, s.Cluster, traffic.Options{
-		Namespace:   namespace,
-		NewAPIPath:  "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies",
-		NewAPISince: version.MustParse("v1.36.0"),
+		Namespace:  namespace,
+		NewAPIPath: "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies",
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -59,10 +59,10 @@ type PhaseSummary struct {
 	CodesByTarget map[string]map[int]int
 }
 
-// Summarize computes the per-phase view of records. capable says whether
-// a phase had, from start to end, an apiserver serving the new API: a 404
-// for it there is a false 404.
-func Summarize(records []Record, capable func(phase string) bool) []PhaseSummary {
+// Summarize computes the per-phase view of records. advertised says
+// whether a target advertised the new API from the phase's start to its
+// end: a 404 for it through that target there is a false 404.
+func Summarize(records []Record, advertised func(phase, target string) bool) []PhaseSummary {
 	byPhase := map[string][]Record{}
 	var order []string
 	for _, r := range records {
@@ -86,7 +86,7 @@ func Summarize(records []Record, capable func(phase string) bool) []PhaseSummary
 				s.NoResponse++
 			case r.Code >= 500:
 				s.ServerErrors++
-			case r.Code == 404 && r.Probe == "new-api" && capable(phase):
+			case r.Code == 404 && r.Probe == "new-api" && advertised(phase, r.Target):
 				s.FalseNotFound++
 			}
 			if r.Code != 0 {

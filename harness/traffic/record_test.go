@@ -15,20 +15,22 @@ func TestSummarizeCountsPerPhase(t *testing.T) {
 		{Phase: "join", Target: "cp1", Code: 503, Latency: 30 * ms, Probe: "write"},
 		{Phase: "join", Target: "cp2", Code: 404, Latency: 20 * ms, Probe: "new-api"},
 		{Phase: "join", Target: "cp2", Code: 200, Latency: 40 * ms, Probe: "new-api"},
+		// cp3 had not yet advertised the new API: its 404 is not false.
+		{Phase: "join", Target: "cp3", Code: 404, Latency: 20 * ms, Probe: "new-api"},
 	}
-	got := Summarize(recs, func(phase string) bool { return phase == "join" })
+	got := Summarize(recs, func(phase, target string) bool { return phase == "join" && target != "cp3" })
 	if len(got) != 2 || got[0].Phase != "before" || got[1].Phase != "join" {
 		t.Fatalf("phases = %+v, want before then join", got)
 	}
 	if got[0].FalseNotFound != 0 {
-		t.Error("a 404 while no apiserver serves the API is not false")
+		t.Error("a 404 while no apiserver advertises the API is not false")
 	}
 	j := got[1]
-	if j.Requests != 4 || j.NoResponse != 1 || j.ServerErrors != 1 || j.FalseNotFound != 1 {
+	if j.Requests != 5 || j.NoResponse != 1 || j.ServerErrors != 1 || j.FalseNotFound != 1 {
 		t.Errorf("join = %+v", j)
 	}
-	if j.P50 != 30*ms || j.P99 != 30*ms {
-		t.Errorf("join latencies p50 %s p99 %s, want 30ms (responses only)", j.P50, j.P99)
+	if j.P50 != 20*ms || j.P99 != 30*ms {
+		t.Errorf("join latencies p50 %s p99 %s, want 20ms and 30ms (responses only)", j.P50, j.P99)
 	}
 	if j.CodesByTarget["cp1"][0] != 1 || j.CodesByTarget["cp2"][200] != 1 {
 		t.Errorf("codes by target = %v", j.CodesByTarget)

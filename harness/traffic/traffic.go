@@ -3,6 +3,7 @@ package traffic
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"sort"
 	"strings"
@@ -19,7 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
-	"github.com/skewer-k8s/skewer/harness/version"
+	"github.com/skewer-k8s/skewer/harness/discovery"
 	"github.com/skewer-k8s/skewer/harness/wait"
 )
 
@@ -32,11 +33,18 @@ type Options struct {
 	// Timeout of each request (default 5s).
 	Timeout time.Duration
 	// NewAPIPath is a collection only newer apiservers serve, e.g.
-	// /apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies, and
-	// NewAPISince the first version that serves it. A 404 for it is false
-	// while any control plane at NewAPISince or later is in the cluster.
-	NewAPIPath  string
-	NewAPISince version.Version
+	// /apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies. A
+	// 404 for it is false when the apiserver that answered advertised it:
+	// its peer-merged discovery listed it at the start and at the end of
+	// the phase (through the load balancer: every apiserver's did). Until
+	// then the cluster has not yet offered the resource - how long that
+	// takes after a newer apiserver serves is mvp.discovery.converges. The
+	// proxy routes by the very cache its merged discovery shows (k8s.io/
+	// apiserver pkg/util/peerproxy: findServiceableByPeerFromPeerDiscovery-
+	// Cache and GetPeerResources read one peer-discovery cache), so an
+	// apiserver that advertises the resource and answers 404 contradicts
+	// itself.
+	NewAPIPath string
 }
 
 const writeLabel = "skewer.io/traffic"
@@ -53,14 +61,16 @@ type Traffic struct {
 	streams map[string]context.CancelFunc
 	acked   map[string]bool
 	seen    map[string]bool // delivered by the watch
-	capable atomic.Bool     // an apiserver serving NewAPIPath is in the cluster
-	// phaseCapable says, per phase, whether such an apiserver was there at
-	// the phase's start and at its end: only then is a 404 for it false.
-	phaseCapable map[string]bool
-	phases       int
-	seq          atomic.Int64
-	wg           sync.WaitGroup
-	stopAll      context.CancelFunc
+	// advertised says, per target ("lb" or an apiserver), whether its
+	// merged discovery lists NewAPIPath now (for "lb": every apiserver's).
+	advertised map[string]bool
+	// phaseAdvertised is advertised at a phase's start and at its end:
+	// only then is a 404 for the new API through that target false.
+	phaseAdvertised map[string]map[string]bool
+	phases          int
+	seq             atomic.Int64
+	wg              sync.WaitGroup
+	stopAll         context.CancelFunc
 }
 
 // Start begins the streams: one through the load balancer, one per control
@@ -90,7 +100,7 @@ func Start(ctx context.Context, c *cluster.Cluster, opts Options) (*Traffic, err
 	runCtx, cancel := context.WithCancel(context.Background())
 	t := &Traffic{c: c, opts: opts, ctx: runCtx, stopAll: cancel, phase: "start",
 		streams: map[string]context.CancelFunc{}, acked: map[string]bool{}, seen: map[string]bool{},
-		phaseCapable: map[string]bool{}}
+		phaseAdvertised: map[string]map[string]bool{}}
 	if err := t.watch(cs); err != nil {
 		cancel()
 		return nil, err
@@ -100,7 +110,9 @@ func Start(ctx context.Context, c *cluster.Cluster, opts Options) (*Traffic, err
 		cancel()
 		return nil, err
 	}
-	t.phaseCapable[t.phase] = t.capable.Load()
+	t.mu.Lock()
+	t.phaseAdvertised[t.phase] = maps.Clone(t.advertised)
+	t.mu.Unlock()
 	return t, nil
 }
 
@@ -114,15 +126,18 @@ func (t *Traffic) Phase(ctx context.Context, name string) error {
 	// Numbered: a step that repeats (each node's join) is a phase of its own.
 	t.phases++
 	t.phase = fmt.Sprintf("%02d %s", t.phases, name)
-	t.phaseCapable[t.phase] = t.capable.Load()
+	t.phaseAdvertised[t.phase] = maps.Clone(t.advertised)
 	return err
 }
 
-// endPhase closes the current phase's capability with the present one.
+// endPhase keeps, of what the current phase's targets advertised at its
+// start, what they still advertise.
 func (t *Traffic) endPhase() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.phaseCapable[t.phase] = t.phaseCapable[t.phase] && t.capable.Load()
+	for target, ok := range t.phaseAdvertised[t.phase] {
+		t.phaseAdvertised[t.phase][target] = ok && t.advertised[target]
+	}
 }
 
 // Refresh follows the control planes: a stream for each new one, none for
@@ -133,7 +148,7 @@ func (t *Traffic) Refresh(ctx context.Context) error {
 		return err
 	}
 	current := map[string]bool{}
-	capable := false
+	advertised := map[string]bool{}
 	for _, n := range cps {
 		current[n.Name] = true
 		cfg, err := t.c.APIServerConfig(ctx, n)
@@ -148,18 +163,21 @@ func (t *Traffic) Refresh(ctx context.Context) error {
 		if !running && !ready(ctx, cfg) {
 			continue
 		}
-		if !t.opts.NewAPISince.IsZero() {
-			if v, err := version.Parse(serverVersion(cfg)); err == nil && v.AtLeast(t.opts.NewAPISince) {
-				capable = true
-			}
+		if t.opts.NewAPIPath != "" {
+			advertised[n.Name] = advertises(ctx, cfg, t.opts.NewAPIPath)
 		}
 		if !running {
 			t.startStream(n.Name, cfg)
 		}
 	}
-	t.capable.Store(capable)
+	all := len(advertised) > 0
+	for _, ok := range advertised {
+		all = all && ok
+	}
+	advertised["lb"] = all
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.advertised = advertised
 	for name, stop := range t.streams {
 		if name != "lb" && !current[name] {
 			stop()
@@ -178,6 +196,27 @@ func ready(ctx context.Context, cfg *rest.Config) bool {
 		return false
 	}
 	return cluster.Readyz(ctx, cs) == nil
+}
+
+// advertises says whether the apiserver cfg talks to lists path's
+// collection in its peer-merged discovery: what clients are offered.
+func advertises(ctx context.Context, cfg *rest.Config, path string) bool {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Timeout = 3 * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return false
+	}
+	set, err := discovery.Merged(ctx, cs)
+	if err != nil {
+		return false
+	}
+	for _, r := range set {
+		if r.Path() == path {
+			return true
+		}
+	}
+	return false
 }
 
 func serverVersion(cfg *rest.Config) string {
@@ -368,7 +407,7 @@ func (t *Traffic) Stop(ctx context.Context) (Summary, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, r := range t.records {
-		if r.Probe == "new-api" && r.Code == http.StatusNotFound && t.phaseCapable[r.Phase] {
+		if r.Probe == "new-api" && r.Code == http.StatusNotFound && t.phaseAdvertised[r.Phase][r.Target] {
 			s.FalseNotFoundRecords = append(s.FalseNotFoundRecords, r)
 		}
 	}
@@ -380,7 +419,7 @@ func (t *Traffic) Stop(ctx context.Context) (Summary, error) {
 func (t *Traffic) account(stored map[string]bool) Summary {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	capable := func(phase string) bool { return t.phaseCapable[phase] }
+	capable := func(phase, target string) bool { return t.phaseAdvertised[phase][target] }
 	s := Summary{Requests: len(t.records), Phases: Summarize(t.records, capable), NewAPIProbed: t.opts.NewAPIPath != "",
 		Backends: Disruption(t.records)}
 	for name := range t.acked {
