@@ -3,6 +3,7 @@ package certification
 import (
 	"context"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -77,11 +78,29 @@ func TestJudgeMerges(t *testing.T) {
 	}
 }
 
+// notJudged is a promise of the catalogue no certify run judges: what
+// TestNothingSelectedMakesNoCluster selects. Found, not named - naming one
+// that a later change made certify judge started a real certification.
+func notJudged(t *testing.T) certify.ID {
+	for _, p := range certify.Catalogue() {
+		judged := false
+		for _, ids := range checkedBy {
+			judged = judged || slices.Contains(ids, p.ID)
+		}
+		if !judged && strings.HasPrefix(string(p.ID), "sidecar.") {
+			return p.ID
+		}
+	}
+	t.Skip("certify judges every sidecar promise: nothing left to select")
+	return ""
+}
+
 // A run with nothing selected makes no cluster and skips every promise
 // with its reason; the results still validate.
 func TestNothingSelectedMakesNoCluster(t *testing.T) {
 	in := input(t)
-	in.Only = []certify.ID{"sidecar.job.completes"}
+	selected := notJudged(t)
+	in.Only = []certify.ID{selected}
 	res := report.New(in.Pair, report.Tool{Version: "test", Go: "go", Kind: "v0"}, t0())
 	for _, s := range in.Strategies {
 		r := &run{in: in, strategy: s, out: io.Discard}
@@ -98,7 +117,7 @@ func TestNothingSelectedMakesNoCluster(t *testing.T) {
 		t.Errorf("counts %v", c)
 	}
 	for _, p := range res.Runs[0].Promises {
-		if p.ID == "sidecar.job.completes" && !strings.Contains(p.Reason, "suites/sidecar") {
+		if p.ID == selected && !strings.Contains(p.Reason, "suites/sidecar") {
 			t.Errorf("selected but not run by certify: %q", p.Reason)
 		}
 		if p.ID == "rollout.versions" && p.Reason != "not among --only" {
