@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/skewer-k8s/skewer/harness/audit"
 	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
@@ -28,6 +30,13 @@ func (a *auditIDs) wrap(rt http.RoundTripper) http.RoundTripper {
 		}
 		return resp, err
 	})
+}
+
+// config is a copy of cfg whose responses' Audit-Ids a keeps.
+func (a *auditIDs) config(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(a.wrap)
+	return cfg
 }
 
 // last is the Audit-Id of the latest response.

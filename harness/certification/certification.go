@@ -105,11 +105,9 @@ func (in Input) selected(id certify.ID) (bool, string) {
 // checkedBy is what each strategy's run judges; every other promise is
 // proven, for now, by the suites of make e2e.
 var checkedBy = map[rollout.Strategy][]certify.ID{
-	rollout.StrategySurge: {"rollout.versions", "rollout.membership", "rollout.rollback", "rollout.no-lost-writes",
+	rollout.StrategySurge: append([]certify.ID{"rollout.versions", "rollout.membership", "rollout.rollback", "rollout.no-lost-writes",
 		"rollout.no-missed-watch-events", "rollout.no-false-404", "rollout.disruption-budget", "mvp.discovery.converges",
-		"mvp.route.no-false-forwarding", "mvp.route.loop-guard", "mvp.metrics.rerouted", "mvp.route.verbs",
-		"mvp.trust.identity", "mvp.trust.rbac-at-entry", "mvp.scope.crd-apiservice", "mvp.rollback.all-old",
-		"mvp.audit.complete", "mvp.audit.final-stage", "sidecar.job.completes"},
+		"mvp.rollback.all-old", "sidecar.job.completes"}, mvpChecks...),
 	rollout.StrategyInPlace: {"rollout.versions", "rollout.membership", "rollout.no-lost-writes",
 		"rollout.no-missed-watch-events", "rollout.no-false-404", "rollout.disruption-budget", "sidecar.job.completes"},
 }

@@ -47,9 +47,7 @@ func (s Server) client() (*kubernetes.Clientset, error) { return kubernetes.NewF
 // traced is a client of s that keeps the Audit-Id of every response.
 func (s Server) traced() (*kubernetes.Clientset, *auditIDs, error) {
 	ids := &auditIDs{}
-	cfg := rest.CopyConfig(s.Config)
-	cfg.Wrap(ids.wrap)
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := kubernetes.NewForConfig(ids.config(s.Config))
 	return cs, ids, err
 }
 
@@ -199,8 +197,7 @@ func sample(r discovery.Resource) (*unstructured.Unstructured, error) {
 func (w *Window) api(s Server, ns string, ids ...*auditIDs) (dynamic.ResourceInterface, error) {
 	cfg := s.Config
 	if len(ids) > 0 {
-		cfg = rest.CopyConfig(cfg)
-		cfg.Wrap(ids[0].wrap)
+		cfg = ids[0].config(cfg)
 	}
 	dc, err := dynamic.NewForConfig(cfg)
 	if err != nil {

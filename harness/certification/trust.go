@@ -37,8 +37,7 @@ func asServiceAccount(ctx context.Context, admin kubernetes.Interface, s Server,
 	cfg := rest.AnonymousClientConfig(s.Config)
 	cfg.BearerToken = tok.Status.Token
 	ids := &auditIDs{}
-	cfg.Wrap(ids.wrap)
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := kubernetes.NewForConfig(ids.config(cfg))
 	return cs, ids, "system:serviceaccount:" + trustNamespace + ":" + name, err
 }
 
