@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -27,6 +28,8 @@ type certifyFlags struct {
 	from, to, strategy, out, waivers, name, profile, imageSource string
 	only, skip                                                   []string
 	nodeImages                                                   map[string]string
+	maxFailed                                                    float64
+	maxUnavailable, maxUnavailableReused                         time.Duration
 	strict, retain, dryRun, list                                 bool
 }
 
@@ -95,6 +98,9 @@ is 1 when any promise failed.`,
 	fl.StringVar(&f.name, "name", "skewer-certify", "cluster name prefix (each run adds -<strategy>)")
 	fl.StringVar(&f.profile, "profile", "ha", "the cluster profile each run starts from (3 control planes)")
 	fl.StringToStringVar(&f.nodeImages, "node-image", nil, "a node image of your own, used as it is: from=REF, to=REF or VERSION=REF (its version is read from the image)")
+	fl.Float64Var(&f.maxFailed, "max-failed", 100*certify.DefaultBudget.MaxFailed, "rollout.disruption-budget: the percentage of requests through the load balancer that may fail (5xx or no response), on new and on reused connections")
+	fl.DurationVar(&f.maxUnavailable, "max-unavailable", certify.DefaultBudget.MaxUnavailable, "rollout.disruption-budget: the longest the load balancer may turn new connections away (0: measured, not bounded)")
+	fl.DurationVar(&f.maxUnavailableReused, "max-unavailable-reused", certify.DefaultBudget.MaxUnavailableReused, "the same for a kept-alive connection, which stays on its backend through that backend's restart (0: measured, not bounded)")
 	fl.StringVar(&f.imageSource, "image-source", "build", "where node images come from: build (local, else built offline), local, or pull")
 	return cmd
 }
@@ -149,6 +155,7 @@ func certifyInput(ctx context.Context, f certifyFlags, progress io.Writer) (cert
 	in := certification.Input{
 		Pair: pair, Strategies: strategies, Only: ids(f.only), Skip: ids(f.skip), Waivers: ws, Strict: f.strict,
 		Profile: spec, Name: f.name, Images: &nodeimage.Resolver{Source: src, Out: progress, Given: given},
+		Budget: certify.Budget{MaxFailed: f.maxFailed / 100, MaxUnavailable: f.maxUnavailable, MaxUnavailableReused: f.maxUnavailableReused},
 		Retain: f.retain, Evidence: filepath.Join(f.out, "evidence"), Out: progress, Verbosity: global.verbosity, Tool: toolInfo(),
 	}
 	return in, in.Validate()

@@ -56,6 +56,9 @@ type Input struct {
 	// (<Evidence>/<strategy>/logs, .../audit) before its cluster goes.
 	Evidence string
 	Out      io.Writer
+	// Budget bounds what a rollout may cost the traffic
+	// (rollout.disruption-budget).
+	Budget certify.Budget
 	// Verbosity is kind's log level while clusters are made (cluster.Options).
 	Verbosity int
 	Tool      report.Tool
@@ -79,6 +82,9 @@ func (in Input) Validate() error {
 		if _, ok := certify.Lookup(id); !ok {
 			errs = append(errs, fmt.Errorf("%q is not a promise of the catalogue (skewer certify --list shows them)", id))
 		}
+	}
+	if err := in.Budget.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("budget: %w", err))
 	}
 	if in.Profile == nil {
 		errs = append(errs, errors.New("no cluster profile"))
@@ -169,6 +175,7 @@ func Run(ctx context.Context, in Input) (*report.Results, error) {
 	}
 	res := report.New(in.Pair, in.Tool, time.Now())
 	res.Host = host(ctx)
+	res.Budget = &in.Budget
 	images := map[version.Version]string{}
 	for _, v := range []version.Version{in.Pair.From, in.Pair.To} {
 		ref, err := in.Images.Resolve(ctx, v)

@@ -297,11 +297,19 @@ func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Tra
 			return err
 		}
 		fmt.Fprintf(r.out, "%s", sum)
+		if r.in.Evidence != "" {
+			path := filepath.Join(r.in.Evidence, string(r.strategy), "traffic.json")
+			if n, err := load.WriteRecords(path); err != nil {
+				fmt.Fprintf(r.out, "traffic records: %v\n", err)
+			} else {
+				fmt.Fprintf(r.out, "%d request records in %s\n", n, path)
+			}
+		}
 		for _, v := range sum.Verdicts() {
 			r.judge(v)
 		}
 		r.disruption = sum.Backends
-		r.judge(traffic.DisruptionVerdict(sum.Backends, traffic.MaxFailedThroughLB))
+		r.judge(traffic.DisruptionVerdict(sum.Backends, r.in.Budget))
 		r.measure("rollout.no-lost-writes", "traffic: %d requests, %d acknowledged writes lost, %d watch events missed, %d false 404s",
 			sum.Requests, len(sum.LostWrites), len(sum.MissedWatchEvents), sum.FalseNotFound)
 		return nil

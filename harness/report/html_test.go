@@ -118,8 +118,8 @@ func TestHTMLInABrowser(t *testing.T) {
 	if h := text("#host"); !strings.Contains(h, "cgroup v1 · 2 cores") {
 		t.Errorf("host line %q", h)
 	}
-	if n := count(`document.querySelectorAll('tr.backend').length`); n != 2 {
-		t.Errorf("%d rows in the disruption table, want lb and cp1", n)
+	if n := count(`document.querySelectorAll('tr.backend').length`); n != 3 {
+		t.Errorf("%d rows in the disruption table, want lb (new and reused) and cp1", n)
 	}
 	if n := count(`document.querySelectorAll('tr.component').length`); n != 3 {
 		t.Errorf("%d component rows, want 3 (two when created, one at the end)", n)

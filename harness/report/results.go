@@ -48,6 +48,8 @@ type Results struct {
 	// interruption): the runs it holds may lack strategies, and promises a
 	// run did not reach fail with that reason. Empty when it ran through.
 	Incomplete string `json:"incomplete,omitempty"`
+	// Budget is what rollout.disruption-budget held the traffic to.
+	Budget *certify.Budget `json:"budget,omitempty"`
 	// Host and Images say what the verdicts were reached on.
 	Host   *Host       `json:"host,omitempty"`
 	Images []NodeImage `json:"images,omitempty"`
@@ -97,7 +99,11 @@ type Run struct {
 // Backend is one row of a run's disruption table: the load balancer
 // ("lb") or one apiserver addressed directly, through the whole run.
 type Backend struct {
-	Target   string      `json:"target"`
+	Target string `json:"target"`
+	// Conn is the kind of connection: "reused" (kept alive between
+	// requests) or "new" (one per request). Empty in results written
+	// before the two were told apart, which were reused.
+	Conn     string      `json:"conn,omitempty"`
 	Requests int         `json:"requests"`
 	Failed   int         `json:"failed"` // 5xx, or no response at all
 	Codes    map[int]int `json:"codes"`  // 0 counts requests that got no response
@@ -107,6 +113,15 @@ type Backend struct {
 	// Unavailable is the longest stretch from a failed request to the
 	// next one that succeeded (or to the last, when none did after it).
 	Unavailable time.Duration `json:"unavailable"`
+}
+
+// Connections is Conn, with results from before it was recorded read as
+// what they were: reused.
+func (b Backend) Connections() string {
+	if b.Conn == "" {
+		return "reused"
+	}
+	return b.Conn
 }
 
 // Component is what one node ran.

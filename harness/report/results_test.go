@@ -44,6 +44,7 @@ func sample(t *testing.T) *Results {
 	}
 	run.Promises[0].Measured = []string{"traffic: 5000 requests"}
 	run.Disruption = []Backend{
+		{Target: "lb", Conn: "new", Requests: 1000, Failed: 1, Codes: map[int]int{201: 999, 503: 1}, P50: 9 * time.Millisecond, P99: 90 * time.Millisecond, Unavailable: 200 * time.Millisecond},
 		{Target: "lb", Requests: 5000, Failed: 3, Codes: map[int]int{0: 1, 200: 4997, 503: 2}, P50: 4 * time.Millisecond, P99: 80 * time.Millisecond, Unavailable: 1200 * time.Millisecond},
 		{Target: "cp1", Requests: 1200, Codes: map[int]int{200: 1200}, P50: 3 * time.Millisecond, P99: 40 * time.Millisecond},
 	}
@@ -197,7 +198,8 @@ func TestSummary(t *testing.T) {
 		"## Failed\n\n- **rollout.no-lost-writes** (surge): 2 acknowledged write(s)",
 		"[upstream](https://github.com/kubernetes/kubernetes/blob/v1.36.3/x.go)",
 		"| `sidecar.worker-replaced` | skipped |",
-		"| lb | 5000 | 3 | 1.2s | 4ms | 80ms | none: 1, 200: 4997, 503: 2 |",
+		"| lb | reused | 5000 | 3 | 1.2s | 4ms | 80ms | none: 1, 200: 4997, 503: 2 |", // written before Conn: reused
+		"| lb | new | 1000 | 1 | 200ms | 9ms | 90ms | 201: 999, 503: 1 |",
 		"host: Linux 6.1.0-40-amd64, cgroup v1, 2 cores, Docker 20.10.24+dfsg1; v1.35.4: `skewer.local/node:v1.35.4` sha256:0123456789a",
 	} {
 		if !strings.Contains(md, want) {

@@ -57,9 +57,9 @@ func (r *Results) Summary() string {
 			fmt.Fprintf(&b, "| `%s` | %s | %s |\n", p.ID, p.Outcome, cell(p.Statement))
 		}
 		if len(run.Disruption) > 0 {
-			fmt.Fprintf(&b, "\n### Disruption (%s)\n\n| backend | requests | failed | longest unavailable | p50 | p99 | codes |\n|---|---|---|---|---|---|---|\n", run.Strategy)
+			fmt.Fprintf(&b, "\n### Disruption (%s)\n\n| backend | connections | requests | failed | longest unavailable | p50 | p99 | codes |\n|---|---|---|---|---|---|---|---|\n", run.Strategy)
 			for _, d := range run.Disruption {
-				fmt.Fprintf(&b, "| %s | %d | %d | %s | %s | %s | %s |\n", d.Target, d.Requests, d.Failed,
+				fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s | %s | %s |\n", d.Target, d.Connections(), d.Requests, d.Failed,
 					d.Unavailable.Round(10*time.Millisecond), d.P50.Round(100*time.Microsecond), d.P99.Round(100*time.Microsecond), codes(d.Codes))
 			}
 		}

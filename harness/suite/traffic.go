@@ -2,8 +2,6 @@ package suite
 
 import (
 	"context"
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -80,16 +78,11 @@ func (l *Load) Delete(ctx context.Context) {
 }
 
 func (l *Load) save(t *testing.T) {
-	dir := filepath.Join(l.s.Artifacts, "traffic")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	path := filepath.Join(l.s.Artifacts, "traffic", strings.ReplaceAll(t.Name(), "/", "_")+".json")
+	n, err := l.tr.WriteRecords(path)
+	if err != nil {
 		t.Log(err)
 		return
 	}
-	b, _ := json.Marshal(l.tr.Records())
-	path := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+".json")
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Log(err)
-		return
-	}
-	t.Logf("%d request records in %s", len(l.tr.Records()), path)
+	t.Logf("%d request records in %s", n, path)
 }

@@ -1,8 +1,12 @@
 package traffic
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/skewer-k8s/skewer/harness/certify"
@@ -12,33 +16,33 @@ import (
 // failed says a request was not served: no response, or a 5xx.
 func failed(r Record) bool { return r.Code == 0 || r.Code >= 500 }
 
-// Disruption is the table of how each backend fared through records:
-// requests, failures, codes, latencies, and the longest stretch it was
-// unavailable. The load balancer ("lb") comes first, then the apiservers
-// by name.
+// Disruption is the table of how each backend fared through records, on
+// each kind of connection: requests, failures, codes, latencies, and the
+// longest stretch it was unavailable. The load balancer ("lb") comes
+// first, then the apiservers by name; reused connections before new.
 func Disruption(records []Record) []report.Backend {
-	byTarget := map[string][]Record{}
+	byStream := map[stream][]Record{}
 	for _, r := range records {
 		if r.Verb == "watch-event" {
 			continue // delivered events, not requests
 		}
-		byTarget[r.Target] = append(byTarget[r.Target], r)
+		byStream[stream{r.Target, r.Conn}] = append(byStream[stream{r.Target, r.Conn}], r)
 	}
-	targets := make([]string, 0, len(byTarget))
-	for t := range byTarget {
-		targets = append(targets, t)
-	}
-	sort.Slice(targets, func(i, j int) bool {
-		if (targets[i] == "lb") != (targets[j] == "lb") {
-			return targets[i] == "lb"
+	streams := slices.Collect(maps.Keys(byStream))
+	slices.SortFunc(streams, func(a, b stream) int {
+		if (a.target == "lb") != (b.target == "lb") {
+			if a.target == "lb" {
+				return -1
+			}
+			return 1
 		}
-		return targets[i] < targets[j]
+		return cmp.Or(cmp.Compare(a.target, b.target), -cmp.Compare(a.conn, b.conn))
 	})
 	var out []report.Backend
-	for _, t := range targets {
-		rs := byTarget[t]
+	for _, st := range streams {
+		rs := byStream[st]
 		sort.SliceStable(rs, func(i, j int) bool { return rs[i].Time.Before(rs[j].Time) })
-		b := report.Backend{Target: t, Requests: len(rs), Codes: map[int]int{}}
+		b := report.Backend{Target: st.target, Conn: st.conn, Requests: len(rs), Codes: map[int]int{}}
 		var lat []time.Duration
 		var down time.Time // when the current stretch of failures began
 		var last time.Time
@@ -69,35 +73,45 @@ func Disruption(records []Record) []report.Backend {
 	return out
 }
 
-// MaxFailedThroughLB is the default budget of rollout.disruption-budget:
-// the share of requests through the load balancer that may fail (5xx or
-// no response) while control planes are replaced, KEP-4020's objective of
-// 99% answered without a 5xx.
-const MaxFailedThroughLB = 0.01
-
 // DisruptionVerdict holds the table to rollout.disruption-budget: through
-// the load balancer, at most maxFailed of the requests failed. The
-// apiservers addressed directly are measured, not judged: a rollout takes
-// each of them away by design.
-func DisruptionVerdict(table []report.Backend, maxFailed float64) certify.Verdict {
+// the load balancer, on each kind of connection, at most budget.MaxFailed
+// of the requests failed and no stretch of unavailability outlasted its
+// bound. The apiservers addressed directly are measured, not judged: a
+// rollout takes each of them away by design.
+func DisruptionVerdict(table []report.Backend, budget certify.Budget) certify.Verdict {
 	const id = "rollout.disruption-budget"
+	ev := []string{"budget: " + budget.String()}
+	var breaches []string
+	judged := map[string]bool{}
 	for _, b := range table {
 		if b.Target != "lb" {
 			continue
 		}
+		conn := b.Connections()
+		judged[conn] = true
 		share := float64(b.Failed) / float64(max(b.Requests, 1))
-		ev := []string{fmt.Sprintf("lb: %d of %d requests failed (%.2f%%), longest unavailable %s, codes %v",
-			b.Failed, b.Requests, 100*share, b.Unavailable.Round(10*time.Millisecond), b.Codes)}
-		if b.Requests < MinRequests {
-			return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev,
-				Reason: fmt.Sprintf("%d requests through the load balancer, fewer than the %d a verdict needs", b.Requests, MinRequests)}
+		unavailable := b.Unavailable.Round(10 * time.Millisecond)
+		ev = append(ev, fmt.Sprintf("lb, %s connections: %d of %d requests failed (%.2f%%), longest unavailable %s, codes %v",
+			conn, b.Failed, b.Requests, 100*share, unavailable, b.Codes))
+		bound := map[string]time.Duration{Reused: budget.MaxUnavailableReused, New: budget.MaxUnavailable}[conn]
+		switch {
+		case b.Requests < MinRequests:
+			breaches = append(breaches, fmt.Sprintf("%d requests on %s connections through the load balancer, fewer than the %d a verdict needs", b.Requests, conn, MinRequests))
+		case share > budget.MaxFailed:
+			breaches = append(breaches, fmt.Sprintf("%.2f%% of requests on %s connections through the load balancer failed (%d of %d), over the budget of %g%%",
+				100*share, conn, b.Failed, b.Requests, 100*budget.MaxFailed))
 		}
-		if share > maxFailed {
-			return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev,
-				Reason: fmt.Sprintf("%.2f%% of requests through the load balancer failed (%d of %d), over the budget of %.2f%%; longest unavailable %s",
-					100*share, b.Failed, b.Requests, 100*maxFailed, b.Unavailable.Round(10*time.Millisecond))}
+		if bound > 0 && b.Unavailable > bound {
+			breaches = append(breaches, fmt.Sprintf("%s connections through the load balancer were unavailable for %s, over the bound of %s", conn, unavailable, bound))
 		}
-		return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Fail, Reason: "no request went through the load balancer"}
+	for _, conn := range []string{Reused, New} {
+		if !judged[conn] {
+			breaches = append(breaches, fmt.Sprintf("no request went through the load balancer on %s connections", conn))
+		}
+	}
+	if len(breaches) > 0 {
+		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Reason: strings.Join(breaches, "; ")}
+	}
+	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
 }

@@ -45,25 +45,52 @@ func TestDisruptionTable(t *testing.T) {
 		t.Errorf("cp2: %+v, want 2 failed and 1s unavailable", cp)
 	}
 
-	if v := DisruptionVerdict(table, MaxFailedThroughLB); v.Outcome != certify.Fail || !strings.Contains(v.Reason, "fewer than the 100") {
-		t.Errorf("7 requests: %+v", v)
+	budget := certify.DefaultBudget
+	if v := DisruptionVerdict(table, budget); v.Outcome != certify.Fail || !strings.Contains(v.Reason, "fewer than the 100") ||
+		!strings.Contains(v.Reason, "no request went through the load balancer on new connections") {
+		t.Errorf("7 requests, none on a new connection: %+v", v)
 	}
-	many := []Record{}
+	// Each kind of connection is judged on its own: 1000 requests each, a
+	// stretch of failures on the reused connection (its backend restarting)
+	// and failures spread thinly over the new ones.
+	var many []Record
 	for i := range 1000 {
-		code := 200
-		if i < 10 {
-			code = 503
+		reused, fresh := rec(float64(i)/10, "lb", 200, time.Millisecond), rec(float64(i)/10, "lb", 201, time.Millisecond)
+		reused.Conn, fresh.Conn = Reused, New
+		if i >= 100 && i < 110 { // 1 s down, 10 failed
+			reused.Code = 0
 		}
-		many = append(many, rec(float64(i)/10, "lb", code, time.Millisecond))
+		if i%100 == 0 {
+			fresh.Code = 503
+		}
+		many = append(many, reused, fresh)
 	}
-	if v := DisruptionVerdict(Disruption(many), MaxFailedThroughLB); v.Outcome != certify.Pass {
-		t.Errorf("10 of 1000 failed, within 1%%: %+v", v)
+	v := DisruptionVerdict(Disruption(many), budget)
+	if v.Outcome != certify.Pass || len(v.Evidence) != 3 || !strings.Contains(v.Evidence[1], "lb, reused connections: 10 of 1000 requests failed (1.00%), longest unavailable 1s") ||
+		!strings.Contains(v.Evidence[2], "lb, new connections: 10 of 1000") {
+		t.Errorf("10 of 1000 failed on each, within 1%%: %+v", v)
 	}
-	many[10].Code = 0
-	if v := DisruptionVerdict(Disruption(many), MaxFailedThroughLB); v.Outcome != certify.Fail || !strings.Contains(v.Reason, "1.10% of requests through the load balancer failed (11 of 1000)") {
+	budget.MaxUnavailableReused = 900 * time.Millisecond
+	if v := DisruptionVerdict(Disruption(many), budget); v.Outcome != certify.Fail || v.Reason != "reused connections through the load balancer were unavailable for 1s, over the bound of 900ms" {
+		t.Errorf("a reused connection down for 1s, bound 900ms: %+v", v)
+	}
+	budget.MaxUnavailableReused = 0
+	many[3].Code = 0 // a second new connection fails at the start: 11 of 1000
+	if v := DisruptionVerdict(Disruption(many), budget); v.Outcome != certify.Fail || v.Reason != "1.10% of requests on new connections through the load balancer failed (11 of 1000), over the budget of 1%" {
 		t.Errorf("11 of 1000 failed: %+v", v)
 	}
-	if v := DisruptionVerdict(table[1:], MaxFailedThroughLB); v.Outcome != certify.Fail {
+	if v := DisruptionVerdict(table[1:], budget); v.Outcome != certify.Fail {
 		t.Errorf("no lb row: %+v", v)
+	}
+}
+
+func TestBudgetValidate(t *testing.T) {
+	if err := certify.DefaultBudget.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []certify.Budget{{MaxFailed: 1.5}, {MaxFailed: -0.1}, {MaxUnavailable: -time.Second}} {
+		if err := b.Validate(); err == nil {
+			t.Errorf("%+v accepted", b)
+		}
 	}
 }

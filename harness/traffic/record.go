@@ -18,6 +18,7 @@ type Record struct {
 	Time    time.Time     `json:"time"`
 	Phase   string        `json:"phase"`
 	Target  string        `json:"target"`  // "lb" or a node name
+	Conn    string        `json:"conn"`    // the stream's connections: Reused or New
 	Server  string        `json:"server"`  // the target's version, as last seen
 	Verb    string        `json:"verb"`    // create, get, list, watch-event
 	Object  string        `json:"object"`  // resource, and name where there is one
@@ -118,6 +119,11 @@ func (s Summary) String() string {
 	for _, p := range s.Phases {
 		fmt.Fprintf(&b, "%-60s %8d %6d %8d %9s %9s\n", truncate(p.Phase, 60), p.Requests, p.ServerErrors, p.NoResponse,
 			p.P50.Round(100*time.Microsecond), p.P99.Round(100*time.Microsecond))
+	}
+	fmt.Fprintf(&b, "%-40s %-7s %8s %6s %12s %9s %9s\n", "backend", "conn", "requests", "failed", "unavailable", "p50", "p99")
+	for _, d := range s.Backends {
+		fmt.Fprintf(&b, "%-40s %-7s %8d %6d %12s %9s %9s\n", truncate(d.Target, 40), d.Connections(), d.Requests, d.Failed,
+			d.Unavailable.Round(10*time.Millisecond), d.P50.Round(100*time.Microsecond), d.P99.Round(100*time.Microsecond))
 	}
 	return b.String()
 }

@@ -2,9 +2,13 @@ package traffic
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -49,6 +53,21 @@ type Options struct {
 
 const writeLabel = "skewer.io/traffic"
 
+// A stream's connections: every target gets a stream of each kind, since
+// a rollout treats them differently (a layer-4 load balancer keeps an
+// established connection on its backend; only a new one is balanced).
+const (
+	// Reused is a client kept for the whole stream, its connection kept
+	// alive between requests: what a controller or kubectl in a loop does.
+	Reused = "reused"
+	// New dials a new connection for every request: what a client that
+	// arrives in the middle of the rollout meets.
+	New = "new"
+)
+
+// stream names one request stream: a target and its kind of connection.
+type stream struct{ target, conn string }
+
 // Traffic is running request streams.
 type Traffic struct {
 	c    *cluster.Cluster
@@ -58,7 +77,7 @@ type Traffic struct {
 	mu      sync.Mutex
 	records []Record
 	phase   string
-	streams map[string]context.CancelFunc
+	streams map[stream]context.CancelFunc
 	acked   map[string]bool
 	seen    map[string]bool // delivered by the watch
 	// advertised says, per target ("lb" or an apiserver), whether its
@@ -73,8 +92,9 @@ type Traffic struct {
 	stopAll         context.CancelFunc
 }
 
-// Start begins the streams: one through the load balancer, one per control
-// plane's own apiserver, and a watch through the load balancer.
+// Start begins the streams: through the load balancer and through each
+// control plane's own apiserver, one on a reused connection and one on
+// new connections each, and a watch through the load balancer.
 func Start(ctx context.Context, c *cluster.Cluster, opts Options) (*Traffic, error) {
 	if opts.Namespace == "" {
 		opts.Namespace = "skewer-traffic"
@@ -99,13 +119,13 @@ func Start(ctx context.Context, c *cluster.Cluster, opts Options) (*Traffic, err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	t := &Traffic{c: c, opts: opts, ctx: runCtx, stopAll: cancel, phase: "start",
-		streams: map[string]context.CancelFunc{}, acked: map[string]bool{}, seen: map[string]bool{},
+		streams: map[stream]context.CancelFunc{}, acked: map[string]bool{}, seen: map[string]bool{},
 		phaseAdvertised: map[string]map[string]bool{}}
 	if err := t.watch(cs); err != nil {
 		cancel()
 		return nil, err
 	}
-	t.startStream("lb", cfg)
+	t.startStreams("lb", cfg)
 	if err := t.Refresh(ctx); err != nil {
 		cancel()
 		return nil, err
@@ -156,7 +176,7 @@ func (t *Traffic) Refresh(ctx context.Context) error {
 			continue // not published yet: the next refresh takes it
 		}
 		t.mu.Lock()
-		_, running := t.streams[n.Name]
+		_, running := t.streams[stream{n.Name, Reused}]
 		t.mu.Unlock()
 		// A stream starts once the apiserver says it is ready, as a client
 		// behind a readiness-checking balancer would meet it.
@@ -167,7 +187,7 @@ func (t *Traffic) Refresh(ctx context.Context) error {
 			advertised[n.Name] = advertises(ctx, cfg, t.opts.NewAPIPath)
 		}
 		if !running {
-			t.startStream(n.Name, cfg)
+			t.startStreams(n.Name, cfg)
 		}
 	}
 	all := len(advertised) > 0
@@ -178,10 +198,10 @@ func (t *Traffic) Refresh(ctx context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.advertised = advertised
-	for name, stop := range t.streams {
-		if name != "lb" && !current[name] {
+	for st, stop := range t.streams {
+		if st.target != "lb" && !current[st.target] {
 			stop()
-			delete(t.streams, name)
+			delete(t.streams, st)
 		}
 	}
 	return nil
@@ -240,24 +260,53 @@ func (t *Traffic) add(r Record) {
 	t.records = append(t.records, r)
 }
 
-func (t *Traffic) startStream(target string, cfg *rest.Config) {
-	ctx, cancel := context.WithCancel(t.ctx)
-	t.mu.Lock()
-	t.streams[target] = cancel
-	t.mu.Unlock()
-	cfg = rest.CopyConfig(cfg)
-	cfg.Timeout = t.opts.Timeout
-	cfg.QPS, cfg.Burst = -1, 0 // the stream's own interval paces it
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
-		t.stream(ctx, target, cfg)
-	}()
+// startStreams starts target's two streams, on a reused connection and on
+// new connections.
+func (t *Traffic) startStreams(target string, cfg *rest.Config) {
+	for _, conn := range []string{Reused, New} {
+		st := stream{target, conn}
+		ctx, cancel := context.WithCancel(t.ctx)
+		t.mu.Lock()
+		t.streams[st] = cancel
+		t.mu.Unlock()
+		cfg := rest.CopyConfig(cfg)
+		cfg.Timeout = t.opts.Timeout
+		cfg.QPS, cfg.Burst = -1, 0 // the stream's own interval paces it
+		if conn == New {
+			NewConnections(cfg)
+		}
+		t.wg.Add(1)
+		go func() {
+			defer t.wg.Done()
+			t.stream(ctx, st, cfg)
+		}()
+	}
+}
+
+// NewConnections makes a client built from cfg dial a new connection for
+// every request: its own transport (a Dial of its own keeps client-go from
+// sharing a cached one) and every request asking to close its connection
+// after the response, which HTTP/2 honours as well as HTTP/1.1.
+func NewConnections(cfg *rest.Config) {
+	dialer := &net.Dialer{Timeout: 5 * time.Second}
+	cfg.Dial = dialer.DialContext
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return closeEach{rt} })
+}
+
+type closeEach struct{ rt http.RoundTripper }
+
+func (c closeEach) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Close = true
+	return c.rt.RoundTrip(req)
 }
 
 // stream writes a ConfigMap carrying a sequence number, reads it back and
-// asks for the new API, every interval, until ctx ends.
-func (t *Traffic) stream(ctx context.Context, target string, cfg *rest.Config) {
+// asks for the new API, every interval, until ctx ends. On new
+// connections it only writes: one request per connection is the point,
+// and the write is the request that needs the whole apiserver (etcd too).
+func (t *Traffic) stream(ctx context.Context, st stream, cfg *rest.Config) {
+	target := st.target
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return
@@ -277,7 +326,7 @@ func (t *Traffic) stream(ctx context.Context, target string, cfg *rest.Config) {
 			}
 		}
 		seq := t.seq.Add(1)
-		name := fmt.Sprintf("w-%07d-%s", seq, strings.TrimPrefix(target, t.c.Name+"-"))
+		name := fmt.Sprintf("w-%07d-%s-%s", seq, strings.TrimPrefix(target, t.c.Name+"-"), st.conn)
 		cm := &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{writeLabel: "write"}},
 			Data:       map[string]string{"seq": fmt.Sprint(seq), "target": target},
@@ -288,15 +337,20 @@ func (t *Traffic) stream(ctx context.Context, target string, cfg *rest.Config) {
 		if ctx.Err() != nil {
 			return
 		}
-		t.add(Record{Time: start, Target: target, Server: server, Verb: "create", Object: "configmaps/" + name,
+		t.add(Record{Time: start, Target: target, Conn: st.conn, Server: server, Verb: "create", Object: "configmaps/" + name,
 			Code: code, Latency: time.Since(start), Err: errString(err), Probe: "write"})
 		if code == http.StatusCreated {
 			t.mu.Lock()
 			t.acked[name] = true
 			t.mu.Unlock()
+		}
+		if st.conn == New {
+			continue
+		}
+		if code == http.StatusCreated {
 			start = time.Now()
 			_, err = cs.CoreV1().ConfigMaps(t.opts.Namespace).Get(ctx, name, metav1.GetOptions{})
-			t.add(Record{Time: start, Target: target, Server: server, Verb: "get", Object: "configmaps/" + name,
+			t.add(Record{Time: start, Target: target, Conn: st.conn, Server: server, Verb: "get", Object: "configmaps/" + name,
 				Code: statusCode(err, http.StatusOK), Latency: time.Since(start), Err: errString(err), Probe: "read"})
 		}
 		if t.opts.NewAPIPath != "" {
@@ -306,7 +360,7 @@ func (t *Traffic) stream(ctx context.Context, target string, cfg *rest.Config) {
 			if status == 0 {
 				status = statusCode(err, http.StatusOK)
 			}
-			t.add(Record{Time: start, Target: target, Server: server, Verb: "list", Object: t.opts.NewAPIPath,
+			t.add(Record{Time: start, Target: target, Conn: st.conn, Server: server, Verb: "list", Object: t.opts.NewAPIPath,
 				Code: status, Latency: time.Since(start), Err: errString(err), Probe: "new-api"})
 		}
 	}
@@ -351,6 +405,21 @@ func (t *Traffic) watch(cs kubernetes.Interface) error {
 }
 
 // Records returns a copy of every record so far.
+// WriteRecords keeps every request made so far as JSON in path (its
+// directory made as needed): the evidence a summary rests on.
+func (t *Traffic) WriteRecords(path string) (int, error) {
+	records := t.Records()
+	b, err := json.Marshal(records)
+	if err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return 0, err
+	}
+	return len(records), os.WriteFile(path, b, 0o644)
+}
+
+// Records are the requests made so far, in the order they were made.
 func (t *Traffic) Records() []Record {
 	t.mu.Lock()
 	defer t.mu.Unlock()

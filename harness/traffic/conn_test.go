@@ -1,0 +1,59 @@
+package traffic
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// A client made with NewConnections dials once per request, over HTTP/2
+// as apiservers serve it; a plain client keeps one connection.
+func TestNewConnectionsDialPerRequest(t *testing.T) {
+	var conns atomic.Int32
+	protos := map[string]bool{}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		protos[r.Proto] = true
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"major":"1","minor":"36","gitVersion":"v1.36.3"}`))
+	}))
+	srv.EnableHTTP2 = true
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.StartTLS()
+	defer srv.Close()
+
+	for _, tc := range []struct {
+		fresh bool
+		want  int32
+	}{{fresh: false, want: 1}, {fresh: true, want: 3}} {
+		conns.Store(0)
+		cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+		if tc.fresh {
+			NewConnections(cfg)
+		}
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if err := cs.Discovery().RESTClient().Get().AbsPath("/version").Do(context.Background()).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := conns.Load(); got != tc.want {
+			t.Errorf("new connections %v: 3 requests took %d connection(s), want %d", tc.fresh, got, tc.want)
+		}
+	}
+	if !protos["HTTP/2.0"] || len(protos) != 1 {
+		t.Errorf("protocols %v, want HTTP/2.0 only", protos)
+	}
+}
