@@ -119,6 +119,39 @@ func (w *Window) RouteWorks(ctx context.Context, ns string) (time.Duration, erro
 	return time.Since(start), err
 }
 
+// ProxyPromises are the Mixed Version Proxy's promises CheckProxy judges.
+var ProxyPromises = []certify.ID{"mvp.route.no-false-forwarding", "mvp.route.loop-guard", "mvp.metrics.rerouted", "mvp.route.verbs",
+	"mvp.trust.identity", "mvp.trust.rbac-at-entry", "mvp.scope.crd-apiservice", "mvp.audit.complete", "mvp.audit.final-stage"}
+
+// CheckProxy judges every one of ProxyPromises in the window, from a
+// working route (RouteWorks): routing of every verb through an older
+// apiserver, no false forwarding, the loop guard, the rerouted count, the
+// audit trail of the routed requests, identity and RBAC, and the scope.
+// The window and how long the route took to work are the first evidence
+// of mvp.route.verbs. When the route never works, every promise fails
+// with that.
+func CheckProxy(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Verdict {
+	const ns = "default"
+	var vs []certify.Verdict
+	took, err := w.RouteWorks(ctx, ns)
+	if err != nil {
+		for _, id := range ProxyPromises {
+			vs = append(vs, fail(id, "%v", err))
+		}
+		return vs
+	}
+	vs = append(vs, CheckNoFalseForwarding(ctx, w), CheckLoopGuard(ctx, w), CheckRerouted(ctx, w, ns, 5))
+	ids := &auditIDs{}
+	route := CheckRouteVerbs(ctx, w, ns, ids)
+	route.Evidence = append([]string{fmt.Sprintf("window: %v at %s, %v at %s; %s served through %s %s after discovery converged",
+		names(w.Old), w.Old[0].Version, names(w.New), w.New[0].Version, w.Resource.Key(), w.Old[0].Name, took.Round(100*time.Millisecond))},
+		route.Evidence...)
+	vs = append(vs, route)
+	vs = append(vs, CheckAudit(ctx, c, w, ids.all())...)
+	vs = append(vs, CheckTrust(ctx, c, w)...)
+	return append(vs, CheckScope(ctx, c, w))
+}
+
 // servers are c's apiservers, each addressed directly, with its version.
 func servers(ctx context.Context, c *cluster.Cluster) ([]Server, error) {
 	cps, err := c.ControlPlanes(ctx)

@@ -227,44 +227,20 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 	return r.through(ctx, rollout.StrategySurge, load, before)
 }
 
-// mvpChecks are the Mixed Version Proxy's promises the window judges.
-var mvpChecks = []certify.ID{"mvp.route.no-false-forwarding", "mvp.route.loop-guard", "mvp.metrics.rerouted", "mvp.route.verbs",
-	"mvp.trust.identity", "mvp.trust.rbac-at-entry", "mvp.scope.crd-apiservice", "mvp.audit.complete", "mvp.audit.final-stage"}
-
 // proxyChecks judges the proxy in the mixed window on a resource only
 // the newer version serves.
 func (r *run) proxyChecks(ctx context.Context, newer []discovery.Resource) {
-	to := r.in.Pair.To
-	w, err := OpenWindow(ctx, r.c, to, newer)
+	w, err := OpenWindow(ctx, r.c, r.in.Pair.To, newer)
 	if err != nil {
-		for _, id := range mvpChecks {
+		for _, id := range ProxyPromises {
 			r.judge(certify.Verdict{ID: id, Outcome: certify.Skipped,
 				Reason: fmt.Sprintf("no resource to route: %v (the runtime-config variant, which needs none, is not in certify yet)", err)})
 		}
 		return
 	}
-	const ns = "default"
-	took, err := w.RouteWorks(ctx, ns)
-	if err != nil {
-		for _, id := range mvpChecks {
-			r.judge(fail(id, "%v", err))
-		}
-		return
-	}
-	r.measure("mvp.route.verbs", "window: %v at %s, %v at %s; %s served through %s %s after discovery converged",
-		names(w.Old), r.in.Pair.From, names(w.New), to, w.Resource.Key(), w.Old[0].Name, took.Round(100*time.Millisecond))
-	r.judge(CheckNoFalseForwarding(ctx, w))
-	r.judge(CheckLoopGuard(ctx, w))
-	r.judge(CheckRerouted(ctx, w, ns, 5))
-	ids := &auditIDs{}
-	r.judge(CheckRouteVerbs(ctx, w, ns, ids))
-	for _, v := range CheckAudit(ctx, r.c, w, ids.all()) {
+	for _, v := range CheckProxy(ctx, r.c, w) {
 		r.judge(v)
 	}
-	for _, v := range CheckTrust(ctx, r.c, w) {
-		r.judge(v)
-	}
-	r.judge(CheckScope(ctx, r.c, w))
 	r.routed = &w.Resource
 }
 

@@ -46,7 +46,8 @@ func asServiceAccount(ctx context.Context, admin kubernetes.Interface, s Server,
 // an older apiserver, and the newer peer's audit log records the request
 // under the same audit ID as that service account, not as the entry
 // server; one without that permission is answered 403 by the entry
-// server, and no peer logs the request at all.
+// server - also when it forges the front proxy's identity headers as
+// system:masters - and no peer logs either request at all.
 func CheckTrust(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Verdict {
 	const identity, rbac = "mvp.trust.identity", "mvp.trust.rbac-at-entry"
 	both := func(format string, args ...any) []certify.Verdict {
@@ -103,24 +104,32 @@ func CheckTrust(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Ve
 	}
 	deny := nobody.Discovery().RESTClient().Get().AbsPath(path).Do(ctx).Error()
 	allowedID, deniedID := readerIDs.last(), nobodyIDs.last()
+	// The same user forging the front proxy's identity headers is still
+	// itself: the apiserver trusts them only from its request-header CA.
+	forged := nobody.Discovery().RESTClient().Get().AbsPath(path).
+		SetHeader("X-Remote-User", "kubernetes-admin").SetHeader("X-Remote-Group", "system:masters").Do(ctx).Error()
+	forgedID := nobodyIDs.last()
 
 	// Audit logs are written as requests complete: give them a moment.
 	var atPeer *audit.Event
 	var peerName string
 	var deniedAtPeers []string
-	var entry *audit.Event
-	_ = wait.For(ctx, "certify/audit-written", "the audit events of both requests", func(ctx context.Context) (bool, string, error) {
+	var entry, forgedEntry *audit.Event
+	_ = wait.For(ctx, "certify/audit-written", "the audit events of the three requests", func(ctx context.Context) (bool, string, error) {
 		atPeer, deniedAtPeers = nil, nil
 		for _, p := range w.New {
 			if e, _ := completedAt(c, p.Name, allowedID); e != nil {
 				atPeer, peerName = e, p.Name
 			}
-			if e, _ := completedAt(c, p.Name, deniedID); e != nil {
-				deniedAtPeers = append(deniedAtPeers, p.Name)
+			for _, id := range []string{deniedID, forgedID} {
+				if e, _ := completedAt(c, p.Name, id); e != nil {
+					deniedAtPeers = append(deniedAtPeers, p.Name+" ("+id+")")
+				}
 			}
 		}
 		entry, _ = completedAt(c, old.Name, deniedID)
-		return atPeer != nil && entry != nil, "", nil
+		forgedEntry, _ = completedAt(c, old.Name, forgedID)
+		return atPeer != nil && entry != nil && forgedEntry != nil, "", nil
 	})
 
 	var out []certify.Verdict
@@ -138,13 +147,18 @@ func CheckTrust(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Ve
 	switch {
 	case !apierrors.IsForbidden(deny):
 		out = append(out, fail(rbac, "%s listing %s through %s: %v, want 403", nobodyUser, r.Key(), old.Name, deny))
+	case !apierrors.IsForbidden(forged):
+		out = append(out, fail(rbac, "%s listing %s through %s with forged X-Remote-User/X-Remote-Group (system:masters): %v, want 403", nobodyUser, r.Key(), old.Name, forged))
 	case len(deniedAtPeers) > 0:
-		out = append(out, fail(rbac, "the denied request (audit ID %s) reached %v", deniedID, deniedAtPeers))
+		out = append(out, fail(rbac, "denied requests reached %v", deniedAtPeers))
 	case entry == nil || entry.ResponseStatus == nil || entry.ResponseStatus.Code != http.StatusForbidden:
 		out = append(out, fail(rbac, "%s did not log the denied request (audit ID %s) with 403", old.Name, deniedID))
+	case forgedEntry == nil || forgedEntry.User.Username != nobodyUser:
+		out = append(out, fail(rbac, "%s did not log the forged request (audit ID %s) as %s: %v", old.Name, forgedID, nobodyUser, forgedEntry))
 	default:
 		out = append(out, certify.Verdict{ID: rbac, Outcome: certify.Pass, Evidence: []string{
-			fmt.Sprintf("audit ID %s: %s got 403 from %s, which logged it; no newer apiserver logged it", deniedID, nobodyUser, old.Name)}})
+			fmt.Sprintf("audit ID %s: %s got 403 from %s, which logged it; no newer apiserver logged it", deniedID, nobodyUser, old.Name),
+			fmt.Sprintf("audit ID %s: with X-Remote-User kubernetes-admin and X-Remote-Group system:masters forged, still 403, logged by %s as %s", forgedID, old.Name, forgedEntry.User.Username)}})
 	}
 	return out
 }

@@ -115,29 +115,6 @@ func expectProxiedAudit(t *testing.T, entry server, peers []server, calls []call
 	return got
 }
 
-// expectNotForwarded checks that every call reached entry's audit log
-// with the code the client saw, and no peer's.
-func expectNotForwarded(t *testing.T, w *window, entry server, calls []call) {
-	t.Helper()
-	g := NewWithT(t)
-	ids := idSet(calls)
-	var atEntry map[string][]audit.Event
-	g.Eventually(func() int {
-		atEntry = completed(t, entry.Name, ids)
-		return len(atEntry)
-	}).WithTimeout(30*time.Second).WithPolling(time.Second).Should(Equal(len(ids)), "calls logged at %s", entry.Name)
-	for _, c := range calls {
-		e := atEntry[c.AuditID]
-		g.Expect(e).To(HaveLen(1), "audit ID %s at %s", c.AuditID, entry.Name)
-		g.Expect(int(e[0].ResponseStatus.Code)).To(Equal(c.Code), "code logged at %s for %s", entry.Name, c)
-	}
-	others := slices.DeleteFunc(w.all(), func(sv server) bool { return sv.Name == entry.Name })
-	for _, p := range others {
-		g.Expect(completed(t, p.Name, ids)).To(BeEmpty(), "%s logged requests %s served itself", p.Name, entry.Name)
-	}
-	t.Logf("%d requests logged at %s only: %s", len(calls), entry.Name, summarize(calls))
-}
-
 // summarize is "code xN" per code.
 func summarize(calls []call) string {
 	n := map[int]int{}

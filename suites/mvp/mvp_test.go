@@ -36,13 +36,8 @@ func TestWindowOne(t *testing.T) {
 			win = holdWindow(ctx, t, 1)
 			return ctx
 		}).
-		Assess("an old apiserver serves the new resource by forwarding, for every verb", routing).
-		Assess("the rerouted counter moves by exactly the proxied requests", reroutedExactly).
-		Assess("a resource that exists nowhere is 404 everywhere and not forwarded", noFalseForwarding).
-		Assess("a request already marked proxied is served locally", loopGuard).
-		Assess("the peer sees the original user; forged identity and RBAC denial stop at the entry server", trust).
+		Assess("the proxy's promises, judged by certify's own checks: routing of every verb, no false forwarding, the loop guard, the rerouted count, audit, identity and RBAC, scope", proxyPromises).
 		Assess("peer-aggregated discovery shows the union; nopeer shows local only", peerDiscovery).
-		Assess("CRD and aggregated APIService groups are not forwarded and fail fast", scope).
 		Assess("an API turned off on one apiserver is served by forwarding (deterministic variant)", runtimeConfigVariant).
 		Assess("a black-holed peer link gives an explicit 503 within a bound, never a 404 or a hang", blackHole).
 		Assess("a slowed peer link: slower below the timeouts, one write at most between, a 503 above", slowLink).

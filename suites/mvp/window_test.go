@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/skewer-k8s/skewer/harness/certification"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/discovery"
 	"github.com/skewer-k8s/skewer/harness/metrics"
@@ -49,6 +50,9 @@ type server struct {
 type window struct {
 	From, To version.Version
 	Old, New []server
+	// cert is the same window as certify's checks take it, its resource
+	// the one discovery found only the newer apiservers serve.
+	cert *certification.Window
 }
 
 func (w *window) all() []server { return append(append([]server{}, w.Old...), w.New...) }
@@ -121,6 +125,12 @@ func holdWindow(ctx context.Context, t *testing.T, newCount int) *window {
 	g.Eventually(func() []string { return lacking(ctx, w.all()) }).
 		WithTimeout(3*time.Minute).WithPolling(time.Second).Should(BeEmpty(), "apiservers whose /apis lacks %s", newResource)
 	s.Measured(t, "mixed window: %d at %s %v, %d at %s %v", len(w.Old), from, names(w.Old), len(w.New), flagTo, names(w.New))
+	v, newer, took := certification.CheckDiscovery(ctx, s.Cluster, flagTo)
+	s.Judge(t, v)
+	s.Measured(t, "discovery: %d resource(s) only %s serves %v; every apiserver's merged discovery showed them %s after the window was held",
+		len(newer), flagTo, newer, took.Round(100*time.Millisecond))
+	w.cert, err = certification.OpenWindow(ctx, s.Cluster, flagTo, newer)
+	g.Expect(err).NotTo(HaveOccurred())
 	return w
 }
 
