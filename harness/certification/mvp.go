@@ -2,6 +2,7 @@ package certification
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -140,7 +141,7 @@ func CheckProxy(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Ve
 		}
 		return vs
 	}
-	vs = append(vs, CheckNoFalseForwarding(ctx, w), CheckLoopGuard(ctx, w), CheckRerouted(ctx, w, ns, 5))
+	vs = append(vs, CheckNoFalseForwarding(ctx, c, w), CheckLoopGuard(ctx, w), CheckRerouted(ctx, w, ns, 5))
 	ids := &auditIDs{}
 	route := CheckRouteVerbs(ctx, w, ns, ids)
 	route.Evidence = append([]string{fmt.Sprintf("window: %v at %s, %v at %s; %s served through %s %s after discovery converged",
@@ -426,7 +427,10 @@ func CheckRerouted(ctx context.Context, w *Window, ns string, n int) certify.Ver
 	if err != nil {
 		return fail(id, "%v", err)
 	}
-	moved := metrics.Delta(before, after, rerouted, map[string]string{"code": "404"})
+	moved, err := metrics.Delta(before, after, rerouted, map[string]string{"code": "404"})
+	if err != nil {
+		return fail(id, "%s after %d gets forwarded through it: %v", old.Name, n, err)
+	}
 	ev := fmt.Sprintf("%s{code=404} on %s moved by %g for %d gets of missing %s; series after: %v", rerouted, old.Name, moved, n, w.Resource.Key(), after.Series(rerouted))
 	if moved != float64(n) {
 		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: []string{ev},
@@ -437,15 +441,20 @@ func CheckRerouted(ctx context.Context, w *Window, ns string, n int) certify.Ver
 
 // CheckNoFalseForwarding judges mvp.route.no-false-forwarding: on every
 // apiserver, paths no server serves (an unknown group, an unknown
-// resource and an unknown version of the window's group) answer 404, and
-// no server's rerouted counter moves for them.
-func CheckNoFalseForwarding(ctx context.Context, w *Window) certify.Verdict {
+// resource and an unknown version of the window's group) answer 404, no
+// other apiserver's audit log has them, and the rerouted counter of the
+// server asked does not move - where it is not exported at all (a server
+// that never forwarded since it started, as a newer one in the window),
+// the audit logs alone prove it; the first older server, which the route
+// check went through, must export it.
+func CheckNoFalseForwarding(ctx context.Context, c *cluster.Cluster, w *Window) certify.Verdict {
 	const id = "mvp.route.no-false-forwarding"
 	r := w.Resource
 	paths := []string{"/apis/nothing.skewer.io/v1/things", "/apis/" + r.Group + "/" + r.Version + "/skewernothings", "/apis/" + r.Group + "/v999/" + r.Resource}
 	var ev []string
-	for _, s := range append(append([]Server{}, w.Old...), w.New...) {
-		cs, err := s.client()
+	all := append(append([]Server{}, w.Old...), w.New...)
+	for i, s := range all {
+		cs, ids, err := s.traced()
 		if err != nil {
 			return fail(id, "%v", err)
 		}
@@ -463,12 +472,22 @@ func CheckNoFalseForwarding(ctx context.Context, w *Window) certify.Verdict {
 		if err != nil {
 			return fail(id, "%v", err)
 		}
-		if d := metrics.Delta(before, after, rerouted, map[string]string{"code": "404"}); d != 0 {
+		d, err := metrics.Delta(before, after, rerouted, map[string]string{"code": "404"})
+		switch {
+		case errors.Is(err, metrics.ErrNotExported) && i > 0:
+			ev = append(ev, s.Name+" (counter not exported: never forwarded)")
+		case err != nil:
+			return fail(id, "%s: %v", s.Name, err)
+		case d != 0:
 			return fail(id, "%s{code=404} on %s moved by %g for paths no server serves (%v): forwarded", rerouted, s.Name, d, paths)
+		default:
+			ev = append(ev, s.Name+" (counter unmoved)")
 		}
-		ev = append(ev, s.Name)
+		if err := notForwarded(ctx, c, s, all, ids.all()); err != nil {
+			return fail(id, "%v", err)
+		}
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{fmt.Sprintf("%v: 404 on %s, nothing rerouted", paths, strings.Join(ev, ", "))}}
+	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{fmt.Sprintf("%v: 404 on %s, each logged by the server asked alone", paths, strings.Join(ev, ", "))}}
 }
 
 // CheckLoopGuard judges mvp.route.loop-guard: the window's resource asked
@@ -495,7 +514,11 @@ func CheckLoopGuard(ctx context.Context, w *Window) certify.Verdict {
 	if !apierrors.IsNotFound(marked) {
 		return fail(id, "%s marked proxied, through %s (%s): %v, want its own 404", path, old.Name, old.Version, marked)
 	}
-	if d := metrics.Delta(before, after, rerouted, map[string]string{"code": "404"}); d != 0 {
+	d, err := metrics.Delta(before, after, rerouted, map[string]string{"code": "404"})
+	if err != nil {
+		return fail(id, "%s: %v", old.Name, err)
+	}
+	if d != 0 {
 		return fail(id, "%s{code=404} on %s moved by %g for a request marked proxied: forwarded again", rerouted, old.Name, d)
 	}
 	if err := cs.Discovery().RESTClient().Get().AbsPath(path).Do(ctx).Error(); err != nil {

@@ -5,6 +5,7 @@ package metrics
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -92,9 +93,27 @@ func (s Snapshot) Series(name string) []string {
 	return out
 }
 
-// Delta is how much name's matching series moved from before to after.
-func Delta(before, after Snapshot, name string, match map[string]string) float64 {
-	return after.Sum(name, match) - before.Sum(name, match)
+// ErrNotExported says a family is absent from a scrape.
+var ErrNotExported = errors.New("not exported")
+
+// startTime is the family every Go process exports: when it started.
+const startTime = "process_start_time_seconds"
+
+// Delta is how much name's matching series moved from before to after,
+// two scrapes of one apiserver. It refuses a figure it cannot stand on:
+// when the apiserver restarted between the scrapes (its start time
+// changed, so its counters began again from nothing), and when after
+// lacks the family altogether - a counter not yet incremented is not
+// exported, so its absence cannot tell "did not move" from "a name this
+// version does not have", and a zero read from it would prove nothing.
+func Delta(before, after Snapshot, name string, match map[string]string) (float64, error) {
+	if b, a := before.Sum(startTime, nil), after.Sum(startTime, nil); b != a {
+		return 0, fmt.Errorf("%s: the apiserver restarted between the two scrapes (%s %.0f, then %.0f): its counters began again", name, startTime, b, a)
+	}
+	if _, ok := after[name]; !ok {
+		return 0, fmt.Errorf("%s is %w by this apiserver: never incremented since it started, or not a name its version has", name, ErrNotExported)
+	}
+	return after.Sum(name, match) - before.Sum(name, match), nil
 }
 
 func matches(m *dto.Metric, match map[string]string) bool {

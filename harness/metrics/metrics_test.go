@@ -17,6 +17,9 @@ apiserver_request_duration_seconds_bucket{verb="GET",le="0.1"} 3
 apiserver_request_duration_seconds_bucket{verb="GET",le="+Inf"} 4
 apiserver_request_duration_seconds_sum{verb="GET"} 0.5
 apiserver_request_duration_seconds_count{verb="GET"} 4
+# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.
+# TYPE process_start_time_seconds gauge
+process_start_time_seconds 1.7648e+09
 `
 
 func TestSumAndDelta(t *testing.T) {
@@ -42,8 +45,20 @@ func TestSumAndDelta(t *testing.T) {
 		}
 	}
 	before, _ := Parse(strings.NewReader(strings.Replace(sample, "} 7\n", "} 3\n", 1)))
-	if d := Delta(before, after, "apiserver_rerouted_request_total", map[string]string{"code": "200"}); d != 4 {
-		t.Errorf("Delta = %g, want 4", d)
+	if d, err := Delta(before, after, "apiserver_rerouted_request_total", map[string]string{"code": "200"}); d != 4 || err != nil {
+		t.Errorf("Delta = %g, %v; want 4", d, err)
+	}
+	if d, err := Delta(before, after, "apiserver_rerouted_request_total", map[string]string{"code": "404"}); d != 0 || err != nil {
+		t.Errorf("Delta of series not there = %g, %v; want 0: the family is exported", d, err)
+	}
+	// An absent family proves nothing: an error, not a zero.
+	if _, err := Delta(before, after, "apiserver_peer_proxy_errors_total", nil); err == nil || !strings.Contains(err.Error(), "not exported") {
+		t.Errorf("Delta of an absent family: %v, want an error", err)
+	}
+	// A restart between the scrapes starts every counter again.
+	restarted, _ := Parse(strings.NewReader(strings.Replace(sample, "1.7648e+09", "1.7649e+09", 1)))
+	if _, err := Delta(after, restarted, "apiserver_rerouted_request_total", nil); err == nil || !strings.Contains(err.Error(), "restarted between the two scrapes") {
+		t.Errorf("Delta across a restart: %v, want an error", err)
 	}
 	series := after.Series("apiserver_rerouted_request_total")
 	if len(series) != 3 || !strings.Contains(series[0], `code="200"`) || !strings.HasSuffix(series[0], " 7") {
