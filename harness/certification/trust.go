@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +18,7 @@ import (
 	"github.com/skewer-k8s/skewer/harness/audit"
 	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/discovery"
 	"github.com/skewer-k8s/skewer/harness/wait"
 )
 
@@ -45,9 +47,10 @@ func asServiceAccount(ctx context.Context, admin kubernetes.Interface, s Server,
 // service account allowed to list the window's resource lists it through
 // an older apiserver, and the newer peer's audit log records the request
 // under the same audit ID as that service account, not as the entry
-// server; one without that permission is answered 403 by the entry
-// server - also when it forges the front proxy's identity headers as
-// system:masters - and no peer logs either request at all.
+// server; one denied a verb on it (the first of list, create and delete
+// its roles do not grant: some resources are world-readable) is answered
+// 403 by the entry server - also when it forges the front proxy's
+// identity headers as system:masters - and no peer logs either request.
 func CheckTrust(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Verdict {
 	const identity, rbac = "mvp.trust.identity", "mvp.trust.rbac-at-entry"
 	both := func(format string, args ...any) []certify.Verdict {
@@ -102,11 +105,17 @@ func CheckTrust(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Ve
 	if err != nil {
 		return both("%v", err)
 	}
-	deny := nobody.Discovery().RESTClient().Get().AbsPath(path).Do(ctx).Error()
+	// A verb the cluster's own roles do not give every user (some
+	// resources are world-readable: ClusterTrustBundles are).
+	verb, err := deniedVerb(ctx, nobody, r)
+	if err != nil {
+		return both("%v", err)
+	}
+	deny := request(nobody, verb, path).Do(ctx).Error()
 	allowedID, deniedID := readerIDs.last(), nobodyIDs.last()
 	// The same user forging the front proxy's identity headers is still
 	// itself: the apiserver trusts them only from its request-header CA.
-	forged := nobody.Discovery().RESTClient().Get().AbsPath(path).
+	forged := request(nobody, verb, path).
 		SetHeader("X-Remote-User", "kubernetes-admin").SetHeader("X-Remote-Group", "system:masters").Do(ctx).Error()
 	forgedID := nobodyIDs.last()
 
@@ -146,9 +155,9 @@ func CheckTrust(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Ve
 	}
 	switch {
 	case !apierrors.IsForbidden(deny):
-		out = append(out, fail(rbac, "%s listing %s through %s: %v, want 403", nobodyUser, r.Key(), old.Name, deny))
+		out = append(out, fail(rbac, "%s asking to %s %s through %s: %v, want 403", nobodyUser, verb, r.Key(), old.Name, deny))
 	case !apierrors.IsForbidden(forged):
-		out = append(out, fail(rbac, "%s listing %s through %s with forged X-Remote-User/X-Remote-Group (system:masters): %v, want 403", nobodyUser, r.Key(), old.Name, forged))
+		out = append(out, fail(rbac, "%s asking to %s %s through %s with forged X-Remote-User/X-Remote-Group (system:masters): %v, want 403", nobodyUser, verb, r.Key(), old.Name, forged))
 	case len(deniedAtPeers) > 0:
 		out = append(out, fail(rbac, "denied requests reached %v", deniedAtPeers))
 	case entry == nil || entry.ResponseStatus == nil || entry.ResponseStatus.Code != http.StatusForbidden:
@@ -157,8 +166,40 @@ func CheckTrust(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Ve
 		out = append(out, fail(rbac, "%s did not log the forged request (audit ID %s) as %s: %v", old.Name, forgedID, nobodyUser, forgedEntry))
 	default:
 		out = append(out, certify.Verdict{ID: rbac, Outcome: certify.Pass, Evidence: []string{
-			fmt.Sprintf("audit ID %s: %s got 403 from %s, which logged it; no newer apiserver logged it", deniedID, nobodyUser, old.Name),
+			fmt.Sprintf("audit ID %s: %s asking to %s got 403 from %s, which logged it; no newer apiserver logged it", deniedID, nobodyUser, verb, old.Name),
 			fmt.Sprintf("audit ID %s: with X-Remote-User kubernetes-admin and X-Remote-Group system:masters forged, still 403, logged by %s as %s", forgedID, old.Name, forgedEntry.User.Username)}})
 	}
 	return out
+}
+
+// deniedVerb is the first of list, create and delete that user (a client
+// acting as it) may not do on r, as the cluster's authorizer answers a
+// SelfSubjectAccessReview: what the RBAC check then asks for.
+func deniedVerb(ctx context.Context, user kubernetes.Interface, r discovery.Resource) (string, error) {
+	for _, verb := range []string{"list", "create", "delete"} {
+		review := &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authzv1.ResourceAttributes{Group: r.Group, Version: r.Version, Resource: r.Resource, Verb: verb, Namespace: map[bool]string{true: trustNamespace}[r.Namespaced]}}}
+		got, err := user.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
+			return "", fmt.Errorf("access review of %s on %s: %w", verb, r.Key(), err)
+		}
+		if !got.Status.Allowed {
+			return verb, nil
+		}
+	}
+	return "", fmt.Errorf("every user may list, create and delete %s: no request of theirs to deny", r.Key())
+}
+
+// request is verb on the collection at path (delete: a name that does
+// not exist; authorization comes before the object is looked up or the
+// body read).
+func request(cs kubernetes.Interface, verb, path string) *rest.Request {
+	rc := cs.Discovery().RESTClient()
+	switch verb {
+	case "create":
+		return rc.Post().AbsPath(path).SetHeader("Content-Type", "application/json").Body([]byte("{}"))
+	case "delete":
+		return rc.Delete().AbsPath(path, "skewer-nothing")
+	}
+	return rc.Get().AbsPath(path)
 }
