@@ -62,17 +62,24 @@ func Components(ctx context.Context, c *cluster.Cluster) ([]report.Component, er
 				return nil, fmt.Errorf("the apiserver of %s: %w", n.Name, err)
 			}
 			comp.APIServer = v.GitVersion
-			raw, err := n.ReadFile(ctx, apiserverManifest)
-			if err != nil {
+			if comp.APIServerFlags, err = apiserverFlags(ctx, n); err != nil {
 				return nil, err
 			}
-			var pod corev1.Pod
-			if err := yaml.Unmarshal(raw, &pod); err != nil || len(pod.Spec.Containers) == 0 {
-				return nil, fmt.Errorf("%s on %s is not a Pod: %v", apiserverManifest, n.Name, err)
-			}
-			comp.APIServerFlags = append(pod.Spec.Containers[0].Command, pod.Spec.Containers[0].Args...)
 		}
 		out = append(out, comp)
 	}
 	return out, nil
+}
+
+// apiserverFlags is the command line of n's apiserver static Pod.
+func apiserverFlags(ctx context.Context, n cluster.Node) ([]string, error) {
+	raw, err := n.ReadFile(ctx, apiserverManifest)
+	if err != nil {
+		return nil, err
+	}
+	var pod corev1.Pod
+	if err := yaml.Unmarshal(raw, &pod); err != nil || len(pod.Spec.Containers) == 0 {
+		return nil, fmt.Errorf("%s on %s is not a Pod: %v", apiserverManifest, n.Name, err)
+	}
+	return append(pod.Spec.Containers[0].Command, pod.Spec.Containers[0].Args...), nil
 }

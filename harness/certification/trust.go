@@ -3,8 +3,10 @@ package certification
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
+	"strings"
 
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
@@ -52,9 +54,9 @@ func asServiceAccount(ctx context.Context, admin kubernetes.Interface, s Server,
 // 403 by the entry server - also when it forges the front proxy's
 // identity headers as system:masters - and no peer logs either request.
 func CheckTrust(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Verdict {
-	const identity, rbac = "mvp.trust.identity", "mvp.trust.rbac-at-entry"
+	const identity, uid, rbac = "mvp.trust.identity", "mvp.trust.uid", "mvp.trust.rbac-at-entry"
 	both := func(format string, args ...any) []certify.Verdict {
-		return []certify.Verdict{fail(identity, format, args...), fail(rbac, format, args...)}
+		return []certify.Verdict{fail(identity, format, args...), fail(uid, format, args...), fail(rbac, format, args...)}
 	}
 	old := w.Old[0]
 	admin, err := old.client()
@@ -123,7 +125,7 @@ func CheckTrust(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Ve
 	var atPeer *audit.Event
 	var peerName string
 	var deniedAtPeers []string
-	var entry, forgedEntry *audit.Event
+	var entry, forgedEntry, allowedEntry *audit.Event
 	_ = wait.For(ctx, "certify/audit-written", "the audit events of the three requests", func(ctx context.Context) (bool, string, error) {
 		atPeer, deniedAtPeers = nil, nil
 		for _, p := range w.New {
@@ -138,7 +140,8 @@ func CheckTrust(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Ve
 		}
 		entry, _ = completedAt(c, old.Name, deniedID)
 		forgedEntry, _ = completedAt(c, old.Name, forgedID)
-		return atPeer != nil && entry != nil && forgedEntry != nil, "", nil
+		allowedEntry, _ = completedAt(c, old.Name, allowedID)
+		return atPeer != nil && entry != nil && forgedEntry != nil && allowedEntry != nil, "", nil
 	})
 
 	var out []certify.Verdict
@@ -149,9 +152,29 @@ func CheckTrust(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Ve
 		out = append(out, fail(identity, "no newer apiserver (%v) logged audit ID %s of %s's list through %s", names(w.New), allowedID, readerUser, old.Name))
 	case atPeer.User.Username != readerUser || !slices.Contains(atPeer.User.Groups, "system:serviceaccounts"):
 		out = append(out, fail(identity, "%s logged audit ID %s as %q %v, not as %s", peerName, allowedID, atPeer.User.Username, atPeer.User.Groups, readerUser))
+	case allowedEntry == nil:
+		out = append(out, fail(identity, "%s did not log audit ID %s of %s's list", old.Name, allowedID, readerUser))
+	case !slices.Equal(atPeer.User.Groups, allowedEntry.User.Groups) || !equalExtra(atPeer.User.Extra, allowedEntry.User.Extra):
+		out = append(out, fail(identity, "audit ID %s: %s logged groups %v and extra %v, the entry server %s groups %v and extra %v",
+			allowedID, peerName, atPeer.User.Groups, atPeer.User.Extra, old.Name, allowedEntry.User.Groups, allowedEntry.User.Extra))
 	default:
 		out = append(out, certify.Verdict{ID: identity, Outcome: certify.Pass, Evidence: []string{
-			fmt.Sprintf("audit ID %s: %s listed %s through %s; %s logged it as %s %v", allowedID, readerUser, r.Key(), old.Name, peerName, atPeer.User.Username, atPeer.User.Groups)}})
+			fmt.Sprintf("audit ID %s: %s listed %s through %s; %s logged it as %s %v with the entry server's extra %v", allowedID, readerUser, r.Key(), old.Name, peerName, atPeer.User.Username, atPeer.User.Groups, atPeer.User.Extra)}})
+	}
+	// The UID travels in its own header (X-Remote-Uid), which a peer reads
+	// only when its --requestheader-uid-headers names it.
+	switch {
+	case atPeer == nil || allowedEntry == nil:
+		out = append(out, fail(uid, "no audit event of %s's list at both servers (audit ID %s)", readerUser, allowedID))
+	case allowedEntry.User.UID == "":
+		out = append(out, fail(uid, "%s logged %s without a UID: nothing to compare", old.Name, readerUser))
+	case atPeer.User.UID != allowedEntry.User.UID:
+		v := fail(uid, "audit ID %s: the entry server %s logged %s with UID %s, the peer %s with UID %q", allowedID, old.Name, readerUser, allowedEntry.User.UID, peerName, atPeer.User.UID)
+		v.Evidence = []string{fmt.Sprintf("%s --requestheader-uid-headers: %s", peerName, uidHeaders(ctx, c, peerName))}
+		out = append(out, v)
+	default:
+		out = append(out, certify.Verdict{ID: uid, Outcome: certify.Pass, Evidence: []string{
+			fmt.Sprintf("audit ID %s: UID %s at %s and at %s", allowedID, atPeer.User.UID, old.Name, peerName)}})
 	}
 	switch {
 	case !apierrors.IsForbidden(deny):
@@ -202,4 +225,32 @@ func request(cs kubernetes.Interface, verb, path string) *rest.Request {
 		return rc.Delete().AbsPath(path, "skewer-nothing")
 	}
 	return rc.Get().AbsPath(path)
+}
+
+// equalExtra says whether two users' extra attributes are the same.
+func equalExtra(a, b map[string]authnv1.ExtraValue) bool {
+	return maps.EqualFunc(a, b, func(x, y authnv1.ExtraValue) bool { return slices.Equal(x, y) })
+}
+
+// uidHeaders is what node's apiserver runs with as
+// --requestheader-uid-headers, or says it is not set.
+func uidHeaders(ctx context.Context, c *cluster.Cluster, node string) string {
+	cps, err := c.ControlPlanes(ctx)
+	if err != nil {
+		return err.Error()
+	}
+	i := slices.IndexFunc(cps, func(n cluster.Node) bool { return n.Name == node })
+	if i < 0 {
+		return "no control plane " + node
+	}
+	flags, err := apiserverFlags(ctx, cps[i])
+	if err != nil {
+		return err.Error()
+	}
+	for _, f := range flags {
+		if v, ok := strings.CutPrefix(f, "--requestheader-uid-headers="); ok {
+			return v
+		}
+	}
+	return "not set"
 }
