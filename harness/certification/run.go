@@ -14,6 +14,7 @@ import (
 	"github.com/skewer-k8s/skewer/harness/discovery"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/harness/report"
+	"github.com/skewer-k8s/skewer/harness/restarts"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 	"github.com/skewer-k8s/skewer/harness/traffic"
 	"github.com/skewer-k8s/skewer/harness/version"
@@ -39,6 +40,12 @@ type run struct {
 	disruption []report.Backend
 	// components are what the nodes ran, by when they were read.
 	components map[string][]report.Component
+	// monitor watches for containers restarting from the cluster's
+	// creation to the export of the evidence; current is the phase under
+	// way, rolling the phases a rollout acted in.
+	monitor *restarts.Monitor
+	current string
+	rolling map[string]bool
 }
 
 // readComponents records what every node runs now, as read at when. It
@@ -90,6 +97,10 @@ func (r *run) measure(id certify.ID, format string, args ...any) {
 func (r *run) phase(ctx context.Context, name string, fn func(context.Context) error) error {
 	start := time.Now()
 	fmt.Fprintf(r.out, "[%s] %s ...\n", r.strategy, name)
+	r.current = name
+	if r.monitor != nil {
+		r.monitor.Phase(name)
+	}
 	err := fn(ctx)
 	p := report.Phase{Name: name, Start: start, End: time.Now()}
 	if err != nil {
@@ -119,6 +130,9 @@ func (r *run) judgeAll(ctx context.Context) {
 	var err error
 	if wanted {
 		err = r.transitions(ctx)
+		if r.monitor != nil {
+			r.judge(CheckRestarts(r.monitor.Stop(), RolloutMeant(r.rolling)))
+		}
 		if r.c != nil && r.in.Evidence != "" {
 			// Kept on a pass as on a failure: what the verdicts rest on.
 			ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
@@ -170,6 +184,11 @@ func (r *run) transitions(ctx context.Context) error {
 		return err
 	}
 	r.readComponents(ctx, "created")
+	if cs, err := r.c.Client(); err == nil {
+		if r.monitor, err = restarts.Start(ctx, cs); err != nil {
+			fmt.Fprintf(r.out, "the restart monitor did not start: %v\n", err)
+		}
+	}
 	var before *corev1.ConfigMap
 	if err := r.phase(ctx, "mark an object to find intact", func(ctx context.Context) (err error) {
 		before, err = MarkBefore(ctx, r.c, r.in.Pair.From)
@@ -326,6 +345,10 @@ func (r *run) startTraffic(ctx context.Context) (*traffic.Traffic, error) {
 // runner prints a rollout's steps and marks the traffic's phases by them.
 func (r *run) runner(load *traffic.Traffic) *rollout.Runner {
 	return &rollout.Runner{Out: r.out, OnStep: func(ctx context.Context, step string) {
+		if r.rolling == nil {
+			r.rolling = map[string]bool{}
+		}
+		r.rolling[r.current] = true
 		if load != nil {
 			if err := load.Phase(ctx, step); err != nil {
 				fmt.Fprintf(r.out, "traffic refresh: %v\n", err)

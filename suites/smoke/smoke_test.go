@@ -18,7 +18,10 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	"github.com/skewer-k8s/skewer/harness/audit"
+	"github.com/skewer-k8s/skewer/harness/certification"
+	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/restarts"
 	"github.com/skewer-k8s/skewer/internal/docker"
 	"github.com/skewer-k8s/skewer/internal/run"
 	"github.com/skewer-k8s/skewer/internal/source"
@@ -235,6 +238,57 @@ func cliGetAndExport(ctx context.Context, t *testing.T, _ *envconf.Config) conte
 		g.Expect(filepath.Join(dir, "audit", n.Name, "audit.log")).To(BeAnExistingFile(), "audit log of %s", n.Name)
 	}
 	t.Logf("export logs: %d nodes' logs and %d audit logs in %s", len(nodes), len(cps), time.Since(start).Round(100*time.Millisecond))
+	return ctx
+}
+
+// TestUnplannedRestartIsCaught kills a component no step means to touch:
+// the restart monitor certify runs sees it, with its node, exit code and
+// last log lines, and cluster.no-unexpected-restarts fails naming it.
+func TestUnplannedRestartIsCaught(t *testing.T) {
+	f := features.New("a component killed from outside fails cluster.no-unexpected-restarts").
+		WithLabel("area", "smoke").WithLabel("disruptive", "true").
+		Assess("CoreDNS killed on its node is a restart nothing meant", killedCoreDNS).
+		Feature()
+	s.Env.Test(t, f)
+}
+
+func killedCoreDNS(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+	g := NewWithT(t)
+	cs, err := s.Cluster.Client()
+	g.Expect(err).NotTo(HaveOccurred())
+	monitor, err := restarts.Start(ctx, cs)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer monitor.Stop()
+	pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(pods.Items).NotTo(BeEmpty())
+	victim := pods.Items[0]
+	nodes, err := s.Cluster.Nodes(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	var node cluster.Node
+	for _, n := range nodes {
+		if n.Name == victim.Spec.NodeName {
+			node = n
+		}
+	}
+	g.Expect(node.Name).NotTo(BeEmpty(), "the node of %s", victim.Name)
+	// Every coredns process on that node, as an OOM killer or an operator would.
+	_, err = node.Run(ctx, "pkill", "-9", "-x", "coredns")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(monitor.Restarts).WithTimeout(2*time.Minute).WithPolling(time.Second).
+		Should(ContainElement(HaveField("Pod", victim.Name)), "the monitor sees %s restart", victim.Name)
+	v := certification.CheckRestarts(monitor.Stop(), certification.RolloutMeant(nil))
+	g.Expect(v.Outcome).To(Equal(certify.Fail), "%+v", v)
+	g.Expect(v.Reason).To(And(ContainSubstring("kube-system/"+victim.Name+" container coredns on "+node.Name), ContainSubstring("exit code 137")))
+	s.Measured(t, "cluster.no-unexpected-restarts: %s", v.Reason)
+	// The kubelet brings it back; later tests start from a working cluster.
+	g.Eventually(func() (bool, error) {
+		p, err := cs.CoreV1().Pods("kube-system").Get(ctx, victim.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].Ready, nil
+	}).WithTimeout(2*time.Minute).WithPolling(2*time.Second).Should(BeTrue(), "%s ready again", victim.Name)
 	return ctx
 }
 
