@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/report"
 	"github.com/skewer-k8s/skewer/harness/restarts"
 )
 
@@ -14,13 +15,18 @@ import (
 var controlPlaneContainers = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd"}
 
 // RolloutMeant says whether a rollout meant r: a control-plane static
-// Pod's container, restarted in a phase in which a rollout acted
-// (rolling). Anything else - CoreDNS, kube-proxy, the CNI, a fixture, or
-// a control-plane component while no rollout acts - nothing meant.
-func RolloutMeant(rolling map[string]bool) func(restarts.Restart) bool {
+// Pod's container whose previous instance ended while a rollout acted
+// (within one of rolling, the spans of the phases a rollout acted in).
+// Anything else - CoreDNS, kube-proxy, the CNI, a fixture, or a
+// control-plane component while no rollout acts - nothing meant.
+func RolloutMeant(rolling []report.Phase) func(restarts.Restart) bool {
 	return func(r restarts.Restart) bool {
-		return r.Namespace == "kube-system" && slices.Contains(controlPlaneContainers, r.Container) &&
-			strings.HasPrefix(r.Pod, r.Container+"-") && rolling[r.Phase]
+		if r.Namespace != "kube-system" || !slices.Contains(controlPlaneContainers, r.Container) || !strings.HasPrefix(r.Pod, r.Container+"-") {
+			return false
+		}
+		return slices.ContainsFunc(rolling, func(p report.Phase) bool {
+			return !r.Time.Before(p.Start) && !r.Time.After(p.End)
+		})
 	}
 }
 

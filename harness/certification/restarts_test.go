@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/report"
 	"github.com/skewer-k8s/skewer/harness/restarts"
 )
 
@@ -13,9 +14,13 @@ import (
 // the same outside a rollout, or anything else at any time, fails.
 func TestCheckRestarts(t *testing.T) {
 	at := time.Date(2026, 12, 1, 14, 0, 0, 0, time.UTC)
-	rolling := map[string]bool{"roll every control plane": true}
+	rolling := []report.Phase{{Name: "roll every control plane", Start: at.Add(-time.Minute), End: at.Add(time.Minute)}}
 	r := func(pod, container, phase string) restarts.Restart {
-		return restarts.Restart{Time: at, Phase: phase, Node: "cp1", Namespace: "kube-system", Pod: pod, Container: container,
+		t := at
+		if phase != "roll every control plane" {
+			t = at.Add(2 * time.Minute) // after the rollout's span
+		}
+		return restarts.Restart{Time: t, Phase: phase, Node: "cp1", Namespace: "kube-system", Pod: pod, Container: container,
 			Count: 1, ExitCode: 1, Reason: "Error", Logs: []string{"leaderelection lost"}}
 	}
 	meant := RolloutMeant(rolling)
@@ -37,7 +42,7 @@ func TestCheckRestarts(t *testing.T) {
 		t.Errorf("no restart: %+v", v)
 	}
 	v := CheckRestarts([]restarts.Restart{r("etcd-cp1", "etcd", "roll every control plane"), r("coredns-7d8f", "coredns", "judge the traffic")}, meant)
-	if v.Outcome != certify.Fail || !strings.Contains(v.Reason, "1 container restart(s) no step meant, first: 2026-12-01T14:00:00Z kube-system/coredns-7d8f container coredns on cp1") ||
+	if v.Outcome != certify.Fail || !strings.Contains(v.Reason, "1 container restart(s) no step meant, first: 2026-12-01T14:02:00Z kube-system/coredns-7d8f container coredns on cp1") ||
 		!strings.Contains(v.Evidence[0], "last lines: leaderelection lost") || !strings.HasPrefix(v.Evidence[1], "meant: ") {
 		t.Errorf("one meant, one not: %+v", v)
 	}

@@ -131,7 +131,13 @@ func (r *run) judgeAll(ctx context.Context) {
 	if wanted {
 		err = r.transitions(ctx)
 		if r.monitor != nil {
-			r.judge(CheckRestarts(r.monitor.Stop(), RolloutMeant(r.rolling)))
+			var rolling []report.Phase
+			for _, p := range r.phases {
+				if r.rolling[p.Name] {
+					rolling = append(rolling, p)
+				}
+			}
+			r.judge(CheckRestarts(r.monitor.Stop(), RolloutMeant(rolling)))
 		}
 		if r.c != nil && r.in.Evidence != "" {
 			// Kept on a pass as on a failure: what the verdicts rest on.

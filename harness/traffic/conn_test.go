@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// A client made with NewConnections dials once per request, over HTTP/2
+// A client made with newConnections dials once per request, over HTTP/2
 // as apiservers serve it; a plain client keeps one connection.
 func TestNewConnectionsDialPerRequest(t *testing.T) {
 	var conns atomic.Int32
@@ -38,7 +38,7 @@ func TestNewConnectionsDialPerRequest(t *testing.T) {
 		conns.Store(0)
 		cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
 		if tc.fresh {
-			NewConnections(cfg)
+			newConnections(cfg)
 		}
 		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {

@@ -273,7 +273,7 @@ func (t *Traffic) startStreams(target string, cfg *rest.Config) {
 		cfg.Timeout = t.opts.Timeout
 		cfg.QPS, cfg.Burst = -1, 0 // the stream's own interval paces it
 		if conn == New {
-			NewConnections(cfg)
+			newConnections(cfg)
 		}
 		t.wg.Add(1)
 		go func() {
@@ -283,11 +283,11 @@ func (t *Traffic) startStreams(target string, cfg *rest.Config) {
 	}
 }
 
-// NewConnections makes a client built from cfg dial a new connection for
+// newConnections makes a client built from cfg dial a new connection for
 // every request: its own transport (a Dial of its own keeps client-go from
 // sharing a cached one) and every request asking to close its connection
 // after the response, which HTTP/2 honours as well as HTTP/1.1.
-func NewConnections(cfg *rest.Config) {
+func newConnections(cfg *rest.Config) {
 	dialer := &net.Dialer{Timeout: 5 * time.Second}
 	cfg.Dial = dialer.DialContext
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return closeEach{rt} })
