@@ -122,7 +122,7 @@ func (w *Window) RouteWorks(ctx context.Context, ns string) (time.Duration, erro
 
 // ProxyPromises are the Mixed Version Proxy's promises CheckProxy judges.
 var ProxyPromises = []certify.ID{"mvp.route.no-false-forwarding", "mvp.route.loop-guard", "mvp.metrics.rerouted", "mvp.route.verbs",
-	"mvp.trust.identity", "mvp.trust.uid", "mvp.trust.rbac-at-entry", "mvp.scope.crd-apiservice", "mvp.audit.complete", "mvp.audit.final-stage", "mvp.audit.watch-final-stage"}
+	"mvp.trust.identity", "mvp.trust.uid", "mvp.trust.forged-headers", "mvp.trust.rbac-at-entry", "mvp.scope.crd-apiservice", "mvp.audit.complete", "mvp.audit.final-stage", "mvp.audit.watch-final-stage"}
 
 // CheckProxy judges every one of ProxyPromises in the window, from a
 // working route (RouteWorks): routing of every verb through an older

@@ -56,7 +56,7 @@ func asServiceAccount(ctx context.Context, admin kubernetes.Interface, s Server,
 func CheckTrust(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Verdict {
 	const identity, uid, rbac = "mvp.trust.identity", "mvp.trust.uid", "mvp.trust.rbac-at-entry"
 	both := func(format string, args ...any) []certify.Verdict {
-		return []certify.Verdict{fail(identity, format, args...), fail(uid, format, args...), fail(rbac, format, args...)}
+		return []certify.Verdict{fail(identity, format, args...), fail(uid, format, args...), fail(rbac, format, args...), fail(forgedHeadersID, format, args...)}
 	}
 	old := w.Old[0]
 	admin, err := old.client()
@@ -120,17 +120,31 @@ func CheckTrust(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Ve
 	forged := request(nobody, verb, path).
 		SetHeader("X-Remote-User", "kubernetes-admin").SetHeader("X-Remote-Group", "system:masters").Do(ctx).Error()
 	forgedID := nobodyIDs.last()
+	// An allowed user forging them on a request that is forwarded, and
+	// marking one as already proxied: neither may act as anyone else.
+	forwardedForged := reader.Discovery().RESTClient().Get().AbsPath(path).
+		SetHeader("X-Remote-User", "kubernetes-admin").SetHeader("X-Remote-Group", "system:masters").Do(ctx).Error()
+	forwardedForgedID := readerIDs.last()
+	marked := reader.Discovery().RESTClient().Get().AbsPath(path).SetHeader("X-Kubernetes-Peer-Proxied", "true").Do(ctx).Error()
+	markedID := readerIDs.last()
 
 	// Audit logs are written as requests complete: give them a moment.
 	var atPeer *audit.Event
 	var peerName string
 	var deniedAtPeers []string
-	var entry, forgedEntry, allowedEntry *audit.Event
+	var entry, forgedEntry, allowedEntry, forgedAtPeer, markedEntry *audit.Event
+	var markedAtPeers []audit.Event
 	_ = wait.For(ctx, "certify/audit-written", "the audit events of the three requests", func(ctx context.Context) (bool, string, error) {
-		atPeer, deniedAtPeers = nil, nil
+		atPeer, deniedAtPeers, forgedAtPeer, markedAtPeers = nil, nil, nil, nil
 		for _, p := range w.New {
 			if e, _ := completedAt(c, p.Name, allowedID); e != nil {
 				atPeer, peerName = e, p.Name
+			}
+			if e, _ := completedAt(c, p.Name, forwardedForgedID); e != nil {
+				forgedAtPeer = e
+			}
+			if e, _ := completedAt(c, p.Name, markedID); e != nil {
+				markedAtPeers = append(markedAtPeers, *e)
 			}
 			for _, id := range []string{deniedID, forgedID} {
 				if e, _ := completedAt(c, p.Name, id); e != nil {
@@ -141,7 +155,8 @@ func CheckTrust(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Ve
 		entry, _ = completedAt(c, old.Name, deniedID)
 		forgedEntry, _ = completedAt(c, old.Name, forgedID)
 		allowedEntry, _ = completedAt(c, old.Name, allowedID)
-		return atPeer != nil && entry != nil && forgedEntry != nil && allowedEntry != nil, "", nil
+		markedEntry, _ = completedAt(c, old.Name, markedID)
+		return atPeer != nil && entry != nil && forgedEntry != nil && allowedEntry != nil && forgedAtPeer != nil && markedEntry != nil, "", nil
 	})
 
 	var out []certify.Verdict
@@ -161,6 +176,11 @@ func CheckTrust(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Ve
 		out = append(out, certify.Verdict{ID: identity, Outcome: certify.Pass, Evidence: []string{
 			fmt.Sprintf("audit ID %s: %s listed %s through %s; %s logged it as %s %v with the entry server's extra %v", allowedID, readerUser, r.Key(), old.Name, peerName, atPeer.User.Username, atPeer.User.Groups, atPeer.User.Extra)}})
 	}
+	out = append(out, forgedHeaders(forgedVerdictInput{
+		reader: readerUser, entry: old.Name, forwarded: forwardedForged, forwardedID: forwardedForgedID, atPeer: forgedAtPeer,
+		marked: marked, markedID: markedID, markedEntry: markedEntry, markedAtPeers: markedAtPeers,
+		denied: forged, deniedID: forgedID, deniedEntry: forgedEntry, nobody: nobodyUser,
+	}))
 	// The UID travels in its own header (X-Remote-Uid), which a peer reads
 	// only when its --requestheader-uid-headers names it.
 	switch {
@@ -253,4 +273,59 @@ func uidHeaders(ctx context.Context, c *cluster.Cluster, node string) string {
 		}
 	}
 	return "not set"
+}
+
+// forgedHeadersID is the promise forgedHeaders judges.
+const forgedHeadersID = "mvp.trust.forged-headers"
+
+// forgedVerdictInput is what CheckTrust saw of the forged requests.
+type forgedVerdictInput struct {
+	reader, nobody, entry string
+	// An allowed user's forwarded request with X-Remote-User/Group forged
+	// as the admin, and what the peer logged of it.
+	forwarded   error
+	forwardedID string
+	atPeer      *audit.Event
+	// The allowed user's request marked X-Kubernetes-Peer-Proxied.
+	marked        error
+	markedID      string
+	markedEntry   *audit.Event
+	markedAtPeers []audit.Event
+	// The denied user's request with the identity headers forged.
+	denied      error
+	deniedID    string
+	deniedEntry *audit.Event
+}
+
+// forgedHeaders judges mvp.trust.forged-headers: forged identity headers
+// leave a user itself, on a request that is forwarded (the peer logs the
+// real user, without system:masters) as on one that is denied (403, the
+// entry server logs the real user); a forged hop marker is served by the
+// entry server itself or forwarded as the same user, never more.
+func forgedHeaders(in forgedVerdictInput) certify.Verdict {
+	masters := func(e *audit.Event) bool { return slices.Contains(e.User.Groups, "system:masters") }
+	switch {
+	case in.forwarded != nil:
+		return fail(forgedHeadersID, "%s's list with forged X-Remote-User/Group through %s: %v, want it served as %s", in.reader, in.entry, in.forwarded, in.reader)
+	case in.atPeer == nil:
+		return fail(forgedHeadersID, "no peer logged %s's forwarded list with forged headers (audit ID %s)", in.reader, in.forwardedID)
+	case in.atPeer.User.Username != in.reader || masters(in.atPeer):
+		return fail(forgedHeadersID, "audit ID %s: the peer logged %s's forwarded list with forged headers as %q %v", in.forwardedID, in.reader, in.atPeer.User.Username, in.atPeer.User.Groups)
+	case in.marked != nil && !apierrors.IsNotFound(in.marked):
+		return fail(forgedHeadersID, "%s's list marked X-Kubernetes-Peer-Proxied through %s: %v, want its own 404 or the list", in.reader, in.entry, in.marked)
+	case in.markedEntry == nil || in.markedEntry.User.Username != in.reader:
+		return fail(forgedHeadersID, "%s did not log %s's marked list as %s (audit ID %s)", in.entry, in.reader, in.reader, in.markedID)
+	case slices.ContainsFunc(in.markedAtPeers, func(e audit.Event) bool { return e.User.Username != in.reader || masters(&e) }):
+		return fail(forgedHeadersID, "audit ID %s: a peer logged %s's marked list as someone else", in.markedID, in.reader)
+	case !apierrors.IsForbidden(in.denied) || in.deniedEntry == nil || in.deniedEntry.User.Username != in.nobody:
+		return fail(forgedHeadersID, "%s with forged headers through %s: %v, logged as %v; want 403 as %s", in.nobody, in.entry, in.denied, in.deniedEntry, in.nobody)
+	}
+	marked := "served by the entry server itself (404)"
+	if in.marked == nil {
+		marked = fmt.Sprintf("forwarded as %s", in.reader)
+	}
+	return certify.Verdict{ID: forgedHeadersID, Outcome: certify.Pass, Evidence: []string{
+		fmt.Sprintf("audit ID %s: %s forging kubernetes-admin/system:masters on a forwarded list: the peer logged %s %v", in.forwardedID, in.reader, in.atPeer.User.Username, in.atPeer.User.Groups),
+		fmt.Sprintf("audit ID %s: %s marking its list X-Kubernetes-Peer-Proxied: %s", in.markedID, in.reader, marked),
+		fmt.Sprintf("audit ID %s: %s forging them on a denied request: 403, logged as %s", in.deniedID, in.nobody, in.deniedEntry.User.Username)}}
 }
