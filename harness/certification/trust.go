@@ -255,15 +255,11 @@ func equalExtra(a, b map[string]authnv1.ExtraValue) bool {
 // uidHeaders is what node's apiserver runs with as
 // --requestheader-uid-headers, or says it is not set.
 func uidHeaders(ctx context.Context, c *cluster.Cluster, node string) string {
-	cps, err := c.ControlPlanes(ctx)
+	n, err := c.Node(ctx, node)
 	if err != nil {
 		return err.Error()
 	}
-	i := slices.IndexFunc(cps, func(n cluster.Node) bool { return n.Name == node })
-	if i < 0 {
-		return "no control plane " + node
-	}
-	flags, err := apiserverFlags(ctx, cps[i])
+	flags, err := apiserverFlags(ctx, n)
 	if err != nil {
 		return err.Error()
 	}

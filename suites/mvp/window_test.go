@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/skewer-k8s/skewer/harness/certification"
+	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/discovery"
 	"github.com/skewer-k8s/skewer/harness/metrics"
@@ -122,11 +123,13 @@ func holdWindow(ctx context.Context, t *testing.T, newCount int) *window {
 		}
 	}
 	g.Expect(w.New).To(HaveLen(newCount))
-	g.Eventually(func() []string { return lacking(ctx, w.all()) }).
-		WithTimeout(3*time.Minute).WithPolling(time.Second).Should(BeEmpty(), "apiservers whose /apis lacks %s", newResource)
 	s.Measured(t, "mixed window: %d at %s %v, %d at %s %v", len(w.Old), from, names(w.Old), len(w.New), flagTo, names(w.New))
+	// Waits until every apiserver's merged discovery shows what only the
+	// newer version serves, the suite's resource among it.
 	v, newer, took := certification.CheckDiscovery(ctx, s.Cluster, flagTo)
 	s.Judge(t, v)
+	g.Expect(v.Outcome).To(Equal(certify.Pass), "every apiserver's discovery shows what only %s serves", flagTo)
+	g.Expect(newer).To(ContainElement(HaveField("Resource", newResource)), "what only %s serves", flagTo)
 	s.Measured(t, "discovery: %d resource(s) only %s serves %v; every apiserver's merged discovery showed them %s after the window was held",
 		len(newer), flagTo, newer, took.Round(100*time.Millisecond))
 	w.cert, err = certification.OpenWindow(ctx, s.Cluster, flagTo, newer)

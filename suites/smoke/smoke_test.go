@@ -263,15 +263,8 @@ func killedCoreDNS(ctx context.Context, t *testing.T, _ *envconf.Config) context
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(pods.Items).NotTo(BeEmpty())
 	victim := pods.Items[0]
-	nodes, err := s.Cluster.Nodes(ctx)
-	g.Expect(err).NotTo(HaveOccurred())
-	var node cluster.Node
-	for _, n := range nodes {
-		if n.Name == victim.Spec.NodeName {
-			node = n
-		}
-	}
-	g.Expect(node.Name).NotTo(BeEmpty(), "the node of %s", victim.Name)
+	node, err := s.Cluster.Node(ctx, victim.Spec.NodeName)
+	g.Expect(err).NotTo(HaveOccurred(), "the node of %s", victim.Name)
 	// Every coredns process on that node, as an OOM killer or an operator would.
 	_, err = node.Run(ctx, "pkill", "-9", "-x", "coredns")
 	g.Expect(err).NotTo(HaveOccurred())
