@@ -22,11 +22,11 @@ const module = "github.com/skewer-k8s/skewer/"
 // floors below its own; packages on one floor stand side by side.
 var floors = [][]string{
 	{"."}, // the module's root: the source the binary carries (embed.go)
-	{"internal/run", "internal/source", "harness/version", "harness/wait", "harness/discovery"},
+	{"internal/run", "internal/source", "harness/version", "harness/wait", "harness/discovery", "harness/audit"},
 	{"internal/docker", "harness/metrics", "harness/restarts", "harness/sidecar", "harness/certify"},
 	{"harness/nodeimage", "harness/report"},
 	{"harness/cluster"},
-	{"harness/rollout", "harness/faults", "harness/traffic", "harness/audit"},
+	{"harness/rollout", "harness/faults", "harness/traffic"},
 	{"harness/suite", "harness/certification"},
 	{"cmd/skewer", "suites/mvp", "suites/rollout", "suites/sidecar", "suites/smoke", "bench"},
 }

@@ -98,7 +98,7 @@ is 1 when any promise failed.`,
 	fl.StringVar(&f.name, "name", "skewer-certify", "cluster name prefix (each run adds -<strategy>)")
 	fl.StringVar(&f.profile, "profile", "ha", "the cluster profile each run starts from (3 control planes)")
 	fl.StringToStringVar(&f.nodeImages, "node-image", nil, "a node image of your own, used as it is: from=REF, to=REF or VERSION=REF (its version is read from the image)")
-	fl.Float64Var(&f.maxFailed, "max-failed", 100*certify.DefaultBudget.MaxFailed, "rollout.disruption-budget: the percentage of requests through the load balancer that may fail (5xx or no response), on new and on reused connections")
+	fl.Float64Var(&f.maxFailed, "max-failed", 100*certify.DefaultBudget.MaxFailed, "rollout.disruption-budget: the percentage of requests through the load balancer that may fail (5xx, 403 or no response), on new and on reused connections")
 	fl.DurationVar(&f.maxUnavailable, "max-unavailable", certify.DefaultBudget.MaxUnavailable, "rollout.disruption-budget: the longest the load balancer may turn new connections away (0: measured, not bounded)")
 	fl.DurationVar(&f.maxUnavailableReused, "max-unavailable-reused", certify.DefaultBudget.MaxUnavailableReused, "the same for a kept-alive connection, which stays on its backend through that backend's restart (0: measured, not bounded)")
 	fl.StringVar(&f.imageSource, "image-source", "build", "where node images come from: build (local, else built offline), local, or pull")

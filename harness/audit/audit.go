@@ -1,26 +1,21 @@
 // Package audit reads the audit logs every apiserver of a skewer cluster
-// writes, as the apiserver's own audit event type.
+// writes (where they are is the cluster's: cluster.Cluster.AuditLog), as
+// the apiserver's own audit event type.
 package audit
 
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
-	"path/filepath"
 
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
-
-	"github.com/skewer-k8s/skewer/harness/cluster"
 )
 
 // Event is one audit event.
 type Event = auditv1.Event
-
-// LogPath is where the host keeps node's audit log.
-func LogPath(c *cluster.Cluster, node string) string {
-	return filepath.Join(c.Dir, "audit", node, filepath.Base(cluster.AuditLogFile))
-}
 
 // Read returns every event of a JSON-lines audit log that match keeps.
 func Read(path string, match func(*Event) bool) ([]Event, error) {
@@ -42,4 +37,30 @@ func Read(path string, match func(*Event) bool) ([]Event, error) {
 		}
 	}
 	return out, sc.Err()
+}
+
+// Final returns, of the audit logs at paths (a missing one is skipped),
+// the final event (ResponseComplete or Panic) of each of ids, and the path
+// it was found in.
+func Final(paths []string, ids []string) (map[string]Event, map[string]string, error) {
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	events, where := map[string]Event{}, map[string]string{}
+	for _, p := range paths {
+		evs, err := Read(p, func(e *Event) bool {
+			return want[string(e.AuditID)] && (e.Stage == auditv1.StageResponseComplete || e.Stage == auditv1.StagePanic)
+		})
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, e := range evs {
+			events[string(e.AuditID)], where[string(e.AuditID)] = e, p
+		}
+	}
+	return events, where, nil
 }

@@ -55,7 +55,7 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 
 // completedAt is the final audit event of id in node's audit log, if any.
 func completedAt(c *cluster.Cluster, node, id string) (*audit.Event, error) {
-	evs, err := audit.Read(audit.LogPath(c, node), func(e *audit.Event) bool {
+	evs, err := audit.Read(c.AuditLog(node), func(e *audit.Event) bool {
 		return string(e.AuditID) == id && (e.Stage == "ResponseComplete" || e.Stage == "Panic")
 	})
 	if err != nil || len(evs) == 0 {
@@ -72,7 +72,7 @@ func notForwarded(ctx context.Context, c *cluster.Cluster, entry Server, others 
 		want[id] = true
 	}
 	final := func(node string) ([]audit.Event, error) {
-		return audit.Read(audit.LogPath(c, node), func(e *audit.Event) bool {
+		return audit.Read(c.AuditLog(node), func(e *audit.Event) bool {
 			return want[string(e.AuditID)] && (e.Stage == "ResponseComplete" || e.Stage == "Panic")
 		})
 	}
@@ -125,7 +125,7 @@ func CheckAudit(ctx context.Context, c *cluster.Cluster, w *Window, ids []string
 		want[id] = true
 	}
 	read := func(node string) (map[string][]audit.Event, error) {
-		evs, err := audit.Read(audit.LogPath(c, node), func(e *audit.Event) bool {
+		evs, err := audit.Read(c.AuditLog(node), func(e *audit.Event) bool {
 			return want[string(e.AuditID)] && (e.Stage == "ResponseComplete" || e.Stage == "Panic")
 		})
 		out := map[string][]audit.Event{}

@@ -26,7 +26,7 @@ func logs(t *testing.T, byNode map[string][]string) *cluster.Cluster {
 	t.Helper()
 	c := &cluster.Cluster{Name: "test", Dir: t.TempDir()}
 	for node, lines := range byNode {
-		path := audit.LogPath(c, node)
+		path := c.AuditLog(node)
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
 		}

@@ -112,10 +112,10 @@ func (in Input) selected(id certify.ID) (bool, string) {
 // proven, for now, by the suites of make e2e.
 var checkedBy = map[rollout.Strategy][]certify.ID{
 	rollout.StrategySurge: append([]certify.ID{"rollout.versions", "rollout.membership", "rollout.rollback", "rollout.no-lost-writes",
-		"rollout.no-missed-watch-events", "rollout.no-false-404", "rollout.disruption-budget", "mvp.discovery.converges",
+		"rollout.no-missed-watch-events", "rollout.no-false-404", "rollout.no-false-403", "rollout.disruption-budget", "mvp.discovery.converges",
 		"mvp.rollback.all-old", "sidecar.job.completes", "cluster.no-unexpected-restarts"}, ProxyPromises...),
 	rollout.StrategyInPlace: {"rollout.versions", "rollout.membership", "rollout.no-lost-writes",
-		"rollout.no-missed-watch-events", "rollout.no-false-404", "rollout.disruption-budget", "sidecar.job.completes",
+		"rollout.no-missed-watch-events", "rollout.no-false-404", "rollout.no-false-403", "rollout.disruption-budget", "sidecar.job.completes",
 		"cluster.no-unexpected-restarts"},
 }
 

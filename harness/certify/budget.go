@@ -10,7 +10,7 @@ import (
 // the bounds rollout.disruption-budget holds the traffic to.
 type Budget struct {
 	// MaxFailed is the share (0 to 1) of requests through the load
-	// balancer that may fail - a 5xx or no response at all - on new and
+	// balancer that may fail - a 5xx, a 403 or no response at all - on new and
 	// on reused connections alike.
 	MaxFailed float64 `json:"max_failed"`
 	// MaxUnavailable bounds the longest unavailability of new connections

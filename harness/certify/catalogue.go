@@ -28,6 +28,7 @@ var catalogue = []Promise{
 	{"rollout.no-lost-writes", "no write the cluster acknowledged is missing after the rollout"},
 	{"rollout.no-missed-watch-events", "a watch open through the rollout delivers every acknowledged write"},
 	{"rollout.no-false-404", "no request for a resource some apiserver serves answers 404 while the proxy is on"},
+	{"rollout.no-false-403", "no request through the load balancer by a user the cluster authorizes is denied (403) during the rollout"},
 	{"rollout.membership", "after each step etcd members, apiserver identity leases and load-balancer backends equal the control planes"},
 	{"rollout.rollback", "a rollback from the mixed window returns every control plane to the older version, every object intact"},
 	{"rollout.interrupted-recovers", "a rollout cut short mid-join is recovered by a rollback, nothing half-joined left"},

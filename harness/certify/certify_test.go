@@ -136,3 +136,26 @@ func TestApplyWaivesOnlyFailuresAndStrictRefuses(t *testing.T) {
 		t.Error("a failure without a waiver was waived")
 	}
 }
+
+func TestWaiverForACauseCoversOnlyThatCause(t *testing.T) {
+	const id = "rollout.no-false-403"
+	ws := Waivers{id: {ID: id, Observed: "403", Reason: "not synced", Reference: "https://x.invalid/r", Cause: "authorizer-not-synced"}}
+	for _, tc := range []struct {
+		causes []string
+		want   Outcome
+	}{
+		{[]string{"authorizer-not-synced"}, Waived},
+		{[]string{"authorizer-not-synced", "authorizer-not-synced"}, Waived},
+		{[]string{"authorizer-not-synced", UnknownCause}, Fail},
+		{nil, Fail},
+		{[]string{"forwarded"}, Fail},
+	} {
+		got := ws.Apply(Verdict{ID: id, Outcome: Fail, Reason: "2 403s", Causes: tc.causes}, false)
+		if got.Outcome != tc.want {
+			t.Errorf("causes %v: %s (%s), want %s", tc.causes, got.Outcome, got.Reason, tc.want)
+		}
+		if tc.want == Fail && !strings.Contains(got.Reason, "covers only the cause authorizer-not-synced") {
+			t.Errorf("causes %v: the failure does not say why the waiver did not apply: %s", tc.causes, got.Reason)
+		}
+	}
+}

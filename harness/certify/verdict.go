@@ -33,6 +33,11 @@ type Verdict struct {
 	// Evidence points at what the verdict rests on: audit IDs, metric
 	// deltas, object names, files under the run's evidence directory.
 	Evidence []string `json:"evidence,omitempty"`
+	// Causes name, for a failure, why each thing that went wrong did, as
+	// far as the check could tell (e.g. authorizer-not-synced); "unknown"
+	// for one it could not explain. A waiver for a cause covers a failure
+	// only when every cause is that one.
+	Causes []string `json:"causes,omitempty"`
 }
 
 // Validate refuses a verdict a report could not stand on: an ID outside

@@ -21,6 +21,10 @@ type Waiver struct {
 	Reason string `json:"reason"`
 	// Reference is an https address upstream: a KEP, an issue, a line of code.
 	Reference string `json:"reference"`
+	// Cause, when set, narrows the waiver to failures whose every cause
+	// (Verdict.Causes) is this one: a failure the check could not explain,
+	// or explained otherwise, stays a failure.
+	Cause string `json:"cause,omitempty"`
 }
 
 // UpstreamFile is the repository's own waivers file, relative to the
@@ -82,6 +86,10 @@ func (ws Waivers) Apply(v Verdict, strict bool) Verdict {
 	if v.Outcome != Fail || !ok {
 		return v
 	}
+	if other := w.uncovered(v.Causes); other != "" {
+		v.Reason = fmt.Sprintf("%s (the waiver covers only the cause %s, not %s)", v.Reason, w.Cause, other)
+		return v
+	}
 	if strict {
 		v.Reason = fmt.Sprintf("%s (waiver refused by --strict: %s)", v.Reason, w.Reference)
 		return v
@@ -91,3 +99,22 @@ func (ws Waivers) Apply(v Verdict, strict bool) Verdict {
 	v.Reference = w.Reference
 	return v
 }
+
+// uncovered is a cause of a failure that w does not cover, if any.
+func (w Waiver) uncovered(causes []string) string {
+	if w.Cause == "" {
+		return ""
+	}
+	if len(causes) == 0 {
+		return UnknownCause
+	}
+	for _, c := range causes {
+		if c != w.Cause {
+			return c
+		}
+	}
+	return ""
+}
+
+// UnknownCause is the cause of a failure a check could not explain.
+const UnknownCause = "unknown"

@@ -103,6 +103,17 @@ func Open(ctx context.Context, name string, o Options) (*Cluster, error) {
 // ~/.kube/config is never touched.
 func (c *Cluster) Kubeconfig() string { return layout{c.Dir}.kubeconfig() }
 
+// AuditLog is where the host keeps the audit log of node's apiserver.
+func (c *Cluster) AuditLog(node string) string {
+	return filepath.Join(layout{c.Dir}.auditDir(node), filepath.Base(AuditLogFile))
+}
+
+// AuditLogs are the audit logs of every apiserver the cluster has had,
+// those of control planes since removed too.
+func (c *Cluster) AuditLogs() ([]string, error) {
+	return filepath.Glob(c.AuditLog("*"))
+}
+
 // Delete removes the cluster's containers and network entries, and its
 // state directory unless keepFiles is set.
 func (c *Cluster) Delete(ctx context.Context, keepFiles bool) error {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -13,8 +14,9 @@ import (
 	"github.com/skewer-k8s/skewer/harness/report"
 )
 
-// failed says a request was not served: no response, or a 5xx.
-func failed(r Record) bool { return r.Code == 0 || r.Code >= 500 }
+// failed says a request was not served: no response, a 5xx, or a 403
+// (the traffic's user may do all it asks: rollout.no-false-403).
+func failed(r Record) bool { return r.Code == 0 || r.Code >= 500 || r.Code == http.StatusForbidden }
 
 // Disruption is the table of how each backend fared through records, on
 // each kind of connection: requests, failures, codes, latencies, and the

@@ -27,6 +27,9 @@ type Record struct {
 	Err     string        `json:"err,omitempty"`
 	// Probe names what the request checks: "write", "read", "new-api".
 	Probe string `json:"probe"`
+	// AuditID is the Audit-Id the apiserver answered with: where to find
+	// the request in the audit logs.
+	AuditID string `json:"auditID,omitempty"`
 }
 
 // Summary is what a transition did to the traffic.
@@ -40,6 +43,10 @@ type Summary struct {
 	// FalseNotFoundRecords are those requests, as evidence.
 	FalseNotFound        int
 	FalseNotFoundRecords []Record
+	// Forbidden are the requests denied (403), through any target, and
+	// what the audit logs say of each: the traffic's user may do all it
+	// asks, so every 403 is a request the cluster failed to serve.
+	Forbidden []Forbidden
 	// NewAPIProbed says whether the traffic asked for a collection only
 	// newer apiservers serve: without it, no 404 can be found false.
 	NewAPIProbed bool

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/skewer-k8s/skewer/harness/audit"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/discovery"
 	"github.com/skewer-k8s/skewer/harness/wait"
@@ -295,6 +296,39 @@ func newConnections(cfg *rest.Config) {
 
 type closeEach struct{ rt http.RoundTripper }
 
+// auditID keeps the Audit-Id the apiserver gave the latest response of
+// one stream's client (a stream makes one request at a time), so a record
+// can be found in the audit logs.
+type auditID struct {
+	mu   sync.Mutex
+	last string
+}
+
+func (a *auditID) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		if resp != nil {
+			a.mu.Lock()
+			a.last = resp.Header.Get("Audit-Id")
+			a.mu.Unlock()
+		}
+		return resp, err
+	})
+}
+
+// take is the latest response's Audit-Id, once: "" when no response came.
+func (a *auditID) take() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	id := a.last
+	a.last = ""
+	return id
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
 func (c closeEach) RoundTrip(req *http.Request) (*http.Response, error) {
 	req = req.Clone(req.Context())
 	req.Close = true
@@ -307,6 +341,8 @@ func (c closeEach) RoundTrip(req *http.Request) (*http.Response, error) {
 // and the write is the request that needs the whole apiserver (etcd too).
 func (t *Traffic) stream(ctx context.Context, st stream, cfg *rest.Config) {
 	target := st.target
+	ids := &auditID{}
+	cfg.Wrap(ids.wrap)
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return
@@ -338,7 +374,7 @@ func (t *Traffic) stream(ctx context.Context, st stream, cfg *rest.Config) {
 			return
 		}
 		t.add(Record{Time: start, Target: target, Conn: st.conn, Server: server, Verb: "create", Object: "configmaps/" + name,
-			Code: code, Latency: time.Since(start), Err: errString(err), Probe: "write"})
+			Code: code, Latency: time.Since(start), Err: errString(err), Probe: "write", AuditID: ids.take()})
 		if code == http.StatusCreated {
 			t.mu.Lock()
 			t.acked[name] = true
@@ -351,7 +387,7 @@ func (t *Traffic) stream(ctx context.Context, st stream, cfg *rest.Config) {
 			start = time.Now()
 			_, err = cs.CoreV1().ConfigMaps(t.opts.Namespace).Get(ctx, name, metav1.GetOptions{})
 			t.add(Record{Time: start, Target: target, Conn: st.conn, Server: server, Verb: "get", Object: "configmaps/" + name,
-				Code: statusCode(err, http.StatusOK), Latency: time.Since(start), Err: errString(err), Probe: "read"})
+				Code: statusCode(err, http.StatusOK), Latency: time.Since(start), Err: errString(err), Probe: "read", AuditID: ids.take()})
 		}
 		if t.opts.NewAPIPath != "" {
 			start = time.Now()
@@ -361,7 +397,7 @@ func (t *Traffic) stream(ctx context.Context, st stream, cfg *rest.Config) {
 				status = statusCode(err, http.StatusOK)
 			}
 			t.add(Record{Time: start, Target: target, Conn: st.conn, Server: server, Verb: "list", Object: t.opts.NewAPIPath,
-				Code: status, Latency: time.Since(start), Err: errString(err), Probe: "new-api"})
+				Code: status, Latency: time.Since(start), Err: errString(err), Probe: "new-api", AuditID: ids.take()})
 		}
 	}
 }
@@ -474,13 +510,44 @@ func (t *Traffic) Stop(ctx context.Context) (Summary, error) {
 		s.FalseNotFound += p.FalseNotFound
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	var forbidden []Record
 	for _, r := range t.records {
 		if r.Probe == "new-api" && r.Code == http.StatusNotFound && t.phaseAdvertised[r.Phase][r.Target] {
 			s.FalseNotFoundRecords = append(s.FalseNotFoundRecords, r)
 		}
+		if r.Code == http.StatusForbidden {
+			forbidden = append(forbidden, r)
+		}
+	}
+	records := t.records
+	t.mu.Unlock()
+	if len(forbidden) > 0 {
+		if s.Forbidden, err = t.explain(forbidden, records); err != nil {
+			return Summary{}, err
+		}
 	}
 	return s, nil
+}
+
+// explain finds each 403 in the audit logs of the apiservers.
+func (t *Traffic) explain(forbidden, records []Record) ([]Forbidden, error) {
+	paths, err := t.c.AuditLogs()
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, r := range forbidden {
+		ids = append(ids, r.AuditID)
+	}
+	events, where, err := audit.Final(paths, ids)
+	if err != nil {
+		return nil, fmt.Errorf("failed to find the 403s in the audit logs: %w", err)
+	}
+	logged := map[string]string{}
+	for id, path := range where {
+		logged[id] = filepath.Base(filepath.Dir(path))
+	}
+	return ExplainForbidden(forbidden, records, events, logged), nil
 }
 
 // account checks every acknowledged write against stored, the names a

@@ -13,7 +13,8 @@ import (
 const MinRequests = 100
 
 // Verdicts holds the summary to the rollout promises it carries: no
-// acknowledged write lost, no watch event missed, no false 404. Each
+// acknowledged write lost, no watch event missed, no false 404, no 403
+// through the load balancer. Each
 // failure names what it saw, with the first objects or requests as
 // evidence.
 func (s Summary) Verdicts() []certify.Verdict {
@@ -23,6 +24,7 @@ func (s Summary) Verdicts() []certify.Verdict {
 			{ID: "rollout.no-lost-writes", Outcome: certify.Fail, Reason: reason},
 			{ID: "rollout.no-missed-watch-events", Outcome: certify.Fail, Reason: reason},
 			{ID: "rollout.no-false-404", Outcome: certify.Fail, Reason: reason},
+			{ID: "rollout.no-false-403", Outcome: certify.Fail, Reason: reason},
 		}
 	}
 	var false404 []string
@@ -39,6 +41,7 @@ func (s Summary) Verdicts() []certify.Verdict {
 		countVerdict("rollout.no-lost-writes", s.LostWrites, "acknowledged write(s) missing from a final list", s.Requests),
 		countVerdict("rollout.no-missed-watch-events", s.MissedWatchEvents, "acknowledged write(s) the watch never delivered", s.Requests),
 		noFalse404,
+		forbiddenVerdict(s.Forbidden, s.Requests),
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 // reverse proxy aborts its handler).
 func completed(t *testing.T, node string, ids map[string]bool) map[string][]audit.Event {
 	t.Helper()
-	events, err := audit.Read(audit.LogPath(s.Cluster, node), func(e *audit.Event) bool {
+	events, err := audit.Read(s.Cluster.AuditLog(node), func(e *audit.Event) bool {
 		return (e.Stage == "ResponseComplete" || e.Stage == "Panic") && ids[string(e.AuditID)]
 	})
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())

@@ -114,7 +114,7 @@ func auditPerControlPlane(ctx context.Context, t *testing.T, _ *envconf.Config) 
 		})
 	}
 	for _, n := range cps {
-		path := audit.LogPath(s.Cluster, n.Name)
+		path := s.Cluster.AuditLog(n.Name)
 		g.Eventually(ctx, func() ([]audit.Event, error) {
 			return audit.Read(path, func(e *audit.Event) bool {
 				return e.Verb == "create" && e.ObjectRef != nil && strings.HasPrefix(e.ObjectRef.Name, name) &&

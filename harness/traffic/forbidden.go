@@ -1,0 +1,98 @@
+package traffic
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/skewer-k8s/skewer/harness/audit"
+	"github.com/skewer-k8s/skewer/harness/certify"
+)
+
+// CauseAuthorizerNotSynced is the cause of a 403 that an apiserver's
+// authorizer decided (the audit event says forbid) for a request its
+// stream was allowed later, the same verb with the same credentials, the
+// RBAC objects untouched: the authorizer had not yet seen what the
+// cluster holds. kube-apiserver serves requests before its RBAC informers
+// have synced; a request that reaches it then is denied.
+const CauseAuthorizerNotSynced = "authorizer-not-synced"
+
+// Forbidden is one 403 the traffic met, and what the audit logs say of it.
+type Forbidden struct {
+	Record
+	// Logged is the apiserver whose audit log holds the request's final
+	// event ("" when none does).
+	Logged string
+	// Decision and Reason are the authorizer's, from the audit event's
+	// annotations.
+	Decision, Reason string
+	// Cause is why it was denied, when the evidence shows it
+	// (CauseAuthorizerNotSynced), else certify.UnknownCause.
+	Cause string
+}
+
+// ExplainForbidden gives each record of forbidden its cause: events are
+// the final audit events by audit ID, logged the apiserver that logged
+// each; records is the whole traffic, in which a later success of the
+// same stream and verb shows the credentials were allowed all along.
+func ExplainForbidden(forbidden, records []Record, events map[string]audit.Event, logged map[string]string) []Forbidden {
+	var out []Forbidden
+	for _, r := range forbidden {
+		f := Forbidden{Record: r, Cause: certify.UnknownCause, Logged: logged[r.AuditID]}
+		e, ok := events[r.AuditID]
+		if ok {
+			f.Decision = e.Annotations["authorization.k8s.io/decision"]
+			f.Reason = e.Annotations["authorization.k8s.io/reason"]
+		}
+		code := int32(0)
+		if ok && e.ResponseStatus != nil {
+			code = e.ResponseStatus.Code
+		}
+		if r.AuditID != "" && code == http.StatusForbidden && f.Decision == "forbid" && allowedLater(r, records) {
+			f.Cause = CauseAuthorizerNotSynced
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// allowedLater says whether r's stream later had the same verb served.
+func allowedLater(r Record, records []Record) bool {
+	for _, o := range records {
+		if o.Target == r.Target && o.Conn == r.Conn && o.Verb == r.Verb && o.Time.After(r.Time) && o.Code >= 200 && o.Code < 300 {
+			return true
+		}
+	}
+	return false
+}
+
+func (f Forbidden) String() string {
+	where := "logged by no apiserver"
+	if f.Logged != "" {
+		where = fmt.Sprintf("denied by %s (decision %q, reason %q)", f.Logged, f.Decision, f.Reason)
+	}
+	return fmt.Sprintf("%s %s %s via %s on a %s connection, audit ID %s, %s: %s",
+		f.Time.Format("15:04:05.000"), f.Verb, f.Object, f.Target, f.Conn, f.AuditID, where, f.Cause)
+}
+
+// forbiddenVerdict holds the 403s to rollout.no-false-403: none through
+// the load balancer, the way clients are meant to reach the cluster. Those
+// from apiservers addressed directly are counted in the evidence.
+func forbiddenVerdict(all []Forbidden, requests int) certify.Verdict {
+	const id = "rollout.no-false-403"
+	var bad, causes []string
+	direct := map[string]int{}
+	for _, f := range all {
+		if f.Target != "lb" {
+			direct[f.Target]++
+			continue
+		}
+		bad = append(bad, f.String())
+		causes = append(causes, f.Cause)
+	}
+	v := countVerdict(id, bad, "request(s) through the load balancer denied (403) to the traffic's user, whom the cluster authorizes", requests)
+	v.Causes = causes
+	if len(direct) > 0 {
+		v.Evidence = append(v.Evidence, fmt.Sprintf("403s from apiservers addressed directly (measured, not judged): %v", direct))
+	}
+	return v
+}
