@@ -296,6 +296,14 @@ func newConnections(cfg *rest.Config) {
 
 type closeEach struct{ rt http.RoundTripper }
 
+func (c closeEach) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Close = true
+	return c.rt.RoundTrip(req)
+}
+
+func (c closeEach) CancelRequest(req *http.Request) { cancel(c.rt, req) }
+
 // auditID keeps the Audit-Id the apiserver gave the latest response of
 // one stream's client (a stream makes one request at a time), so a record
 // can be found in the audit logs.
@@ -304,17 +312,7 @@ type auditID struct {
 	last string
 }
 
-func (a *auditID) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		resp, err := rt.RoundTrip(req)
-		if resp != nil {
-			a.mu.Lock()
-			a.last = resp.Header.Get("Audit-Id")
-			a.mu.Unlock()
-		}
-		return resp, err
-	})
-}
+func (a *auditID) wrap(rt http.RoundTripper) http.RoundTripper { return auditIDRoundTripper{a, rt} }
 
 // take is the latest response's Audit-Id, once: "" when no response came.
 func (a *auditID) take() string {
@@ -325,14 +323,30 @@ func (a *auditID) take() string {
 	return id
 }
 
-type roundTripFunc func(*http.Request) (*http.Response, error)
+type auditIDRoundTripper struct {
+	a  *auditID
+	rt http.RoundTripper
+}
 
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+func (k auditIDRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := k.rt.RoundTrip(req)
+	if resp != nil {
+		k.a.mu.Lock()
+		k.a.last = resp.Header.Get("Audit-Id")
+		k.a.mu.Unlock()
+	}
+	return resp, err
+}
 
-func (c closeEach) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	req.Close = true
-	return c.rt.RoundTrip(req)
+func (k auditIDRoundTripper) CancelRequest(req *http.Request) { cancel(k.rt, req) }
+
+// cancel passes a timed-out request's cancellation on to rt, as client-go's
+// own round trippers do: one that cannot take it makes them log a warning
+// on every timeout.
+func cancel(rt http.RoundTripper, req *http.Request) {
+	if c, ok := rt.(interface{ CancelRequest(*http.Request) }); ok {
+		c.CancelRequest(req)
+	}
 }
 
 // stream writes a ConfigMap carrying a sequence number, reads it back and
