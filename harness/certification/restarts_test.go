@@ -23,6 +23,12 @@ func TestCheckRestarts(t *testing.T) {
 		return restarts.Restart{Time: t, Phase: phase, Node: "cp1", Namespace: "kube-system", Pod: pod, Container: container,
 			Count: 1, ExitCode: 1, Reason: "Error", Logs: []string{"leaderelection lost"}}
 	}
+	// Seen in an in-place run: the kubelet restarted by the rollout
+	// while it started kube-proxy's new container.
+	startError := func(r restarts.Restart) restarts.Restart {
+		r.ExitCode, r.Reason, r.Logs = 128, "StartError", nil
+		return r
+	}
 	meant := RolloutMeant(rolling)
 	for _, tc := range []struct {
 		r    restarts.Restart
@@ -33,6 +39,8 @@ func TestCheckRestarts(t *testing.T) {
 		{r("kube-controller-manager-cp1", "kube-controller-manager", "judge the traffic"), false},
 		{r("coredns-7d8f", "coredns", "roll every control plane"), false},
 		{r("kube-scheduler-lookalike", "kube-controller-manager", "roll every control plane"), false},
+		{startError(r("kube-proxy-x99rf", "kube-proxy", "roll every control plane")), true},
+		{startError(r("kube-proxy-x99rf", "kube-proxy", "judge the traffic")), false},
 	} {
 		if got := meant(tc.r); got != tc.want {
 			t.Errorf("%s: meant %v, want %v", tc.r, got, tc.want)
