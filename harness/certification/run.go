@@ -34,15 +34,18 @@ type run struct {
 	// newerOnly is a collection only To serves (its path), learned from
 	// discovery in the mixed window: the traffic's false-404 probe.
 	newerOnly string
-	// routed is the resource the mixed window's proxy checks routed.
-	routed *discovery.Resource
+	// window is the mixed window the proxy checks ran in, once they have;
+	// stranded what a client kept of it, to meet after the rollback.
+	window   *Window
+	stranded *Stranded
 	// disruption is the traffic's table, per backend.
 	disruption []report.Backend
 	// components are what the nodes ran, by when they were read.
 	components map[string][]report.Component
 	// monitor watches for containers restarting from the cluster's
 	// creation to the export of the evidence; current is the phase under
-	// way, rolling the phases a rollout acted in.
+	// way, rolling the phases meant to restart control-plane components
+	// (a rollout acted in them, or a fault killed one).
 	monitor *restarts.Monitor
 	current string
 	rolling map[string]bool
@@ -225,9 +228,26 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 			}
 		}
 		r.proxyChecks(ctx, newer)
+		if r.window != nil {
+			var err error
+			if r.stranded, err = Strand(ctx, r.c, r.window); err != nil {
+				fmt.Fprintf(r.out, "what a client keeps of the window: %v\n", err)
+			}
+		}
 		return nil
 	}); err != nil {
 		return err
+	}
+	if r.window != nil {
+		if err := r.phase(ctx, fmt.Sprintf("fault: %s killed (SIGKILL, not restarted)", r.window.New[0].Name), func(ctx context.Context) error {
+			r.restarting()
+			for _, v := range CheckPeerKilled(ctx, r.c, r.window) {
+				r.judge(v)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
 	}
 	load, err := r.startTraffic(ctx)
 	if err != nil {
@@ -240,8 +260,13 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 		}
 		r.judge(CheckMembership(ctx, r.c, "the rollback"))
 		r.judge(CheckRollback(ctx, r.c, from, before))
-		if r.routed != nil {
-			r.judge(CheckAllOld(ctx, r.c, *r.routed, before))
+		if r.stranded != nil {
+			for _, m := range r.stranded.AfterRollback(ctx, r.c) {
+				r.measure("mvp.rollback.all-old", "%s", m)
+			}
+		}
+		if r.window != nil {
+			r.judge(CheckAllOld(ctx, r.c, r.window.Resource, before))
 		} else {
 			r.judge(certify.Verdict{ID: "mvp.rollback.all-old", Outcome: certify.Skipped, Reason: "the mixed window found no resource to route"})
 		}
@@ -257,7 +282,7 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 func (r *run) proxyChecks(ctx context.Context, newer []discovery.Resource) {
 	w, err := OpenWindow(ctx, r.c, r.in.Pair.To, newer)
 	if err != nil {
-		for _, id := range ProxyPromises {
+		for _, id := range append(ProxyPromises, FaultPromises...) {
 			r.judge(certify.Verdict{ID: id, Outcome: certify.Skipped,
 				Reason: fmt.Sprintf("no resource to route: %v (the runtime-config variant, which needs none, is not in certify yet)", err)})
 		}
@@ -266,7 +291,7 @@ func (r *run) proxyChecks(ctx context.Context, newer []discovery.Resource) {
 	for _, v := range CheckProxy(ctx, r.c, w) {
 		r.judge(v)
 	}
-	r.routed = &w.Resource
+	r.window = w
 }
 
 func (r *run) inPlace(ctx context.Context, before *corev1.ConfigMap) error {
@@ -287,6 +312,11 @@ func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Tra
 		}
 		r.judge(CheckMembership(ctx, r.c, "the rollout"))
 		r.judge(CheckVersions(ctx, r.c, to, before))
+		if r.stranded != nil {
+			if m := r.stranded.AfterThrough(ctx, r.c); m != "" {
+				r.measure("mvp.rollback.all-old", "%s", m)
+			}
+		}
 		r.readComponents(ctx, "end")
 		return nil
 	}); err != nil {
@@ -348,13 +378,19 @@ func (r *run) startTraffic(ctx context.Context) (*traffic.Traffic, error) {
 	return load, err
 }
 
+// restarting marks the current phase as one meant to restart
+// control-plane components.
+func (r *run) restarting() {
+	if r.rolling == nil {
+		r.rolling = map[string]bool{}
+	}
+	r.rolling[r.current] = true
+}
+
 // runner prints a rollout's steps and marks the traffic's phases by them.
 func (r *run) runner(load *traffic.Traffic) *rollout.Runner {
 	return &rollout.Runner{Out: r.out, OnStep: func(ctx context.Context, step string) {
-		if r.rolling == nil {
-			r.rolling = map[string]bool{}
-		}
-		r.rolling[r.current] = true
+		r.restarting()
 		if load != nil {
 			if err := load.Phase(ctx, step); err != nil {
 				fmt.Fprintf(r.out, "traffic refresh: %v\n", err)

@@ -24,8 +24,9 @@ const (
 // StopAPIServer stops Node's apiserver the way an operator stops a static
 // Pod - its manifest leaves the kubelet's manifest directory - and waits
 // until its container is gone. Revert puts the manifest back and waits for
-// the apiserver's /readyz. Its identity lease stays until it expires, so
-// peers still believe it is there: that is the point of the fault.
+// the apiserver's /readyz. The stop is graceful: the kubelet sends
+// SIGTERM, and the apiserver's shutdown deletes its identity Lease, so its
+// peers learn at once that it is gone (KillAPIServer leaves the Lease).
 type StopAPIServer struct {
 	Node    cluster.Node
 	stopped bool
@@ -246,4 +247,51 @@ func apiserverContainer(ctx context.Context, node cluster.Node) (string, error) 
 		return "", fmt.Errorf("crictl on %s: %w", node.Name, err)
 	}
 	return strings.TrimSpace(strings.SplitN(out, "\n", 2)[0]), nil
+}
+
+// KillAPIServer kills Node's apiserver with SIGKILL and keeps it dead:
+// the kubelet is stopped first, so nothing restarts it, and nothing of a
+// graceful shutdown runs - its identity Lease and its address record in
+// etcd stay behind, as after a crash or a lost node. Everything else on
+// the node (etcd, the controller manager, the scheduler) keeps running.
+// Revert starts the kubelet, which starts the apiserver again, and waits
+// for its /readyz.
+type KillAPIServer struct {
+	Node   cluster.Node
+	killed int64 // when, in nanoseconds since the epoch; 0 while not injected
+}
+
+func (k *KillAPIServer) Name() string {
+	return "kill the apiserver of " + k.Node.Name + " (SIGKILL, kubelet stopped)"
+}
+
+func (k *KillAPIServer) Inject(ctx context.Context, c *cluster.Cluster) error {
+	if _, err := k.Node.Run(ctx, "systemctl", "stop", "kubelet"); err != nil {
+		return fmt.Errorf("%s: %w", k.Name(), err)
+	}
+	k.killed = time.Now().UnixNano()
+	if _, err := k.Node.Run(ctx, "pkill", "--signal", "KILL", "--exact", "kube-apiserver"); err != nil {
+		return fmt.Errorf("%s: %w", k.Name(), err)
+	}
+	return wait.For(ctx, "faults/apiserver-restart", k.Node.Name+"'s apiserver container gone", func(ctx context.Context) (bool, string, error) {
+		id, err := apiserverContainer(ctx, k.Node)
+		if err != nil {
+			return false, "", err
+		}
+		return id == "", "container " + id + " still running", nil
+	})
+}
+
+func (k *KillAPIServer) Revert(ctx context.Context, c *cluster.Cluster) error {
+	if k.killed == 0 {
+		return nil
+	}
+	if _, err := k.Node.Run(ctx, "systemctl", "start", "kubelet"); err != nil {
+		return fmt.Errorf("revert %s: %w", k.Name(), err)
+	}
+	if err := wait.For(ctx, "faults/apiserver-restart", k.Node.Name+"'s apiserver started again", restarted(k.Node, k.killed)); err != nil {
+		return err
+	}
+	k.killed = 0
+	return waitReady(ctx, c, k.Node)
 }

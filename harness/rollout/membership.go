@@ -149,8 +149,8 @@ type etcdMember struct {
 	Name string `json:"name"`
 }
 
-// etcdctl runs etcdctl with args in via's etcd container, as that member.
-func etcdctl(ctx context.Context, via cluster.Node, args ...string) (string, error) {
+// Etcdctl runs etcdctl with args in via's etcd container, as that member.
+func Etcdctl(ctx context.Context, via cluster.Node, args ...string) (string, error) {
 	out, err := via.Run(ctx, "crictl", "ps", "-q", "--name", "^etcd$")
 	if err != nil {
 		return "", fmt.Errorf("failed to find etcd in %s: %w", via.Name, err)
@@ -166,7 +166,7 @@ func etcdctl(ctx context.Context, via cluster.Node, args ...string) (string, err
 }
 
 func etcdMemberList(ctx context.Context, via cluster.Node) ([]etcdMember, error) {
-	out, err := etcdctl(ctx, via, "member", "list", "-w", "json")
+	out, err := Etcdctl(ctx, via, "member", "list", "-w", "json")
 	if err != nil {
 		return nil, fmt.Errorf("failed to list etcd members: %w", err)
 	}

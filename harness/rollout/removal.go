@@ -138,7 +138,7 @@ func pruneEtcdMembers(ctx context.Context, c *cluster.Cluster, via cluster.Node)
 		if slices.ContainsFunc(cps, func(n cluster.Node) bool { return n.Name == m.Name }) {
 			continue
 		}
-		if _, err := etcdctl(ctx, via, "member", "remove", fmt.Sprintf("%x", m.ID)); err != nil {
+		if _, err := Etcdctl(ctx, via, "member", "remove", fmt.Sprintf("%x", m.ID)); err != nil {
 			return fmt.Errorf("failed to remove etcd member %q (%x): %w", m.Name, m.ID, err)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 
+	"github.com/skewer-k8s/skewer/harness/certification"
 	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/faults"
 	"github.com/skewer-k8s/skewer/harness/metrics"
@@ -356,5 +357,14 @@ func otherPeerServes(ctx context.Context, t *testing.T, _ *envconf.Config) conte
 	}
 	c := expectProxiedAudit(t, old, win.New[1:], tr.take(), admin)
 	g.Expect(c.byPeer[win.New[1].Name]).To(Equal(10))
+	return ctx
+}
+
+// peerKilled kills the window's first capable peer and judges what the
+// first old apiserver answers (certification.CheckPeerKilled).
+func peerKilled(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+	for _, v := range certification.CheckPeerKilled(ctx, s.Cluster, win.cert) {
+		s.Judge(t, v)
+	}
 	return ctx
 }

@@ -42,6 +42,7 @@ func TestWindowOne(t *testing.T) {
 		Assess("a black-holed peer link gives an explicit 503 within a bound, never a 404 or a hang", blackHole).
 		Assess("a slowed peer link: slower below the timeouts, one write at most between, a 503 above", slowLink).
 		Assess("the only capable peer stopped", onlyPeerStopped).
+		Assess("the only capable peer killed (SIGKILL, its Lease left behind): explicit 503s within a bound", peerKilled).
 		Feature()
 	s.Env.Test(t, f)
 }
@@ -73,6 +74,7 @@ func TestWindowTwo(t *testing.T) {
 		}).
 		Assess("an old apiserver forwards to both capable peers", spread).
 		Assess("with one capable peer stopped, the other serves", otherPeerServes).
+		Assess("with one capable peer killed, the other serves once the dead one's address expires", peerKilled).
 		Feature()
 	s.Env.Test(t, f)
 }

@@ -17,6 +17,10 @@ import (
 
 const gate = "UnknownVersionInteroperabilityProxy"
 
+// stranded is what a client kept of window one, met again after the
+// rollback and after the roll-through.
+var stranded *certification.Stranded
+
 // gateSwitch turns the proxy's feature gate off on an old apiserver: the
 // false 404 the proxy exists to prevent comes back (the baseline), and
 // goes again once the gate is back on.
@@ -59,12 +63,19 @@ func rollBack(ctx context.Context, t *testing.T, _ *envconf.Config) context.Cont
 	if load == nil {
 		load = s.StartTraffic(ctx, t, trafficNamespace)
 	}
+	// What a client keeps of the window, met again after the rollback.
+	var err error
+	stranded, err = certification.Strand(ctx, s.Cluster, win.cert)
+	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(rollout.Rollback(ctx, s.Cluster, rollout.RollbackInput{To: win.From, Runner: load.Runner(t, nil)})).To(Succeed())
 	s.Judge(t, certification.CheckMembership(ctx, s.Cluster, "the rollback"))
 	s.Judge(t, certification.CheckRollback(ctx, s.Cluster, win.From, before))
 	// With no server of the newer version left, the 404 is true and
 	// nothing is forwarded.
 	s.Judge(t, certification.CheckAllOld(ctx, s.Cluster, win.cert.Resource, before))
+	for _, m := range stranded.AfterRollback(ctx, s.Cluster) {
+		s.Measured(t, "%s", m)
+	}
 	win = nil
 	return ctx
 }
@@ -76,6 +87,11 @@ func through(ctx context.Context, t *testing.T, _ *envconf.Config) context.Conte
 	g.Expect(rollout.Roll(ctx, s.Cluster, rollout.RollInput{To: flagTo, Strategy: rollout.StrategySurge, Runner: load.Runner(t, nil)})).To(Succeed())
 	s.Judge(t, certification.CheckMembership(ctx, s.Cluster, "the rollout"))
 	s.Judge(t, certification.CheckVersions(ctx, s.Cluster, flagTo, before))
+	if stranded != nil {
+		if m := stranded.AfterThrough(ctx, s.Cluster); m != "" {
+			s.Measured(t, "%s", m)
+		}
+	}
 	// Every apiserver serves the new resource itself now: nothing left to
 	// forward.
 	for _, sv := range servers(ctx, t) {

@@ -1,0 +1,224 @@
+package certification
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/faults"
+	"github.com/skewer-k8s/skewer/harness/metrics"
+	"github.com/skewer-k8s/skewer/harness/version"
+)
+
+const peerProxyErrors = "apiserver_peer_proxy_errors_total"
+
+// FaultPromises are the promises CheckPeerKilled judges.
+var FaultPromises = []certify.ID{"mvp.fault.peer-killed", "mvp.metrics.peer-proxy-errors"}
+
+// countsPeerProxyErrors says whether an apiserver of v counts
+// apiserver_peer_proxy_errors_total: the proxy's handler has it since
+// k8s.io/apiserver v0.36 (pkg/util/peerproxy/metrics/metrics.go), not in
+// v0.35. Absent from a scrape until its first increment, it cannot be
+// found by asking the server.
+func countsPeerProxyErrors(v version.Version) bool { return v.Major() > 1 || v.Minor() >= 36 }
+
+// Bounds of the peer-killed fault.
+const (
+	// answerBound is the longest a request may take while the capable
+	// peer is dead: the proxy's TLS handshake timeout, the longest wait it
+	// has short of the request timeout. A dead peer's port refuses at once.
+	answerBound = 10 * time.Second
+	// addressTTL is how long a killed apiserver's address record stays in
+	// etcd (/peerserverleases/<id>, TTL 15 s, renewed every 10 s):
+	// kubernetes pkg/controlplane/apiserver/peer.go. Until it expires old
+	// servers may still pick the dead peer.
+	addressTTL = 15 * time.Second
+)
+
+// Attempt is one request made while a fault holds.
+type Attempt struct {
+	At      time.Duration // since the probe began
+	Code    int           // HTTP status; 0 when no response came
+	Took    time.Duration
+	Message string
+}
+
+func (a Attempt) String() string {
+	return fmt.Sprintf("+%s %d in %s %s", a.At.Round(100*time.Millisecond), a.Code, a.Took.Round(10*time.Millisecond), a.Message)
+}
+
+// Probe lists the window's resource through s every interval for d, each
+// request given timeout, and says how each ended.
+func (w *Window) Probe(ctx context.Context, s Server, d, interval, timeout time.Duration) ([]Attempt, error) {
+	cfg := rest.CopyConfig(s.Config)
+	cfg.Timeout = timeout
+	api, err := w.api(Server{Name: s.Name, Version: s.Version, Config: cfg}, "default")
+	if err != nil {
+		return nil, err
+	}
+	var out []Attempt
+	start := time.Now()
+	for time.Since(start) < d && ctx.Err() == nil {
+		a := Attempt{At: time.Since(start)}
+		t0 := time.Now()
+		_, err := api.List(ctx, metav1.ListOptions{Limit: 1})
+		a.Took = time.Since(t0)
+		var st apierrors.APIStatus
+		switch {
+		case err == nil:
+			a.Code = 200
+		case errors.As(err, &st):
+			a.Code, a.Message = int(st.Status().Code), st.Status().Message
+		default:
+			a.Message = err.Error()
+		}
+		if len(a.Message) > 100 {
+			a.Message = a.Message[:100] + "..."
+		}
+		out = append(out, a)
+		time.Sleep(interval)
+	}
+	return out, ctx.Err()
+}
+
+// codes counts attempts by code.
+func codes(as []Attempt) map[int]int {
+	n := map[int]int{}
+	for _, a := range as {
+		n[a.Code]++
+	}
+	return n
+}
+
+// messages are the distinct messages of attempts that failed, in order.
+func messages(as []Attempt) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, a := range as {
+		if a.Code != 200 && !seen[a.Message] {
+			seen[a.Message] = true
+			out = append(out, fmt.Sprintf("%d %q", a.Code, a.Message))
+		}
+	}
+	return out
+}
+
+// CheckPeerKilled judges mvp.fault.peer-killed: the first newer apiserver
+// of the window is killed (faults.KillAPIServer: SIGKILL, nothing
+// restarts it, its identity Lease and address record left behind) and the
+// window's resource is asked for through the first older one.
+//   - With no other capable peer, every request is answered, within
+//     answerBound, with 503: never a 404 (the resource does exist), never
+//     a hang. Where the older server counts apiserver_peer_proxy_errors_total,
+//     it moves for the dead peer's address, which stops resolving once its
+//     record expires (mvp.metrics.peer-proxy-errors).
+//   - With another capable peer, no request answers 404 or hangs, and once
+//     the dead peer's address record has expired every request is served:
+//     how long that took is measured.
+//
+// The apiserver is started again before it returns, whatever happened.
+func CheckPeerKilled(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Verdict {
+	id, metricID := FaultPromises[0], FaultPromises[1]
+	old, dead := w.Old[0], w.New[0]
+	alone := len(w.New) == 1
+	failBoth := func(format string, args ...any) []certify.Verdict {
+		return []certify.Verdict{fail(id, format, args...), fail(metricID, format, args...)}
+	}
+	if _, err := w.RouteWorks(ctx, "default"); err != nil {
+		return failBoth("%v", err)
+	}
+	node, err := c.Node(ctx, dead.Name)
+	if err != nil {
+		return failBoth("%v", err)
+	}
+	before, err := scrape(ctx, old)
+	if err != nil {
+		return failBoth("%v", err)
+	}
+	kill := &faults.KillAPIServer{Node: node}
+	defer func() {
+		// Reverted on every path, Ctrl-C too: a cluster with a dead
+		// apiserver is no place for the checks after this one.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+		defer cancel()
+		_ = kill.Revert(rctx, c)
+	}()
+	if err := kill.Inject(ctx, c); err != nil {
+		return failBoth("%v", err)
+	}
+	d := addressTTL + 10*time.Second
+	if !alone {
+		d = addressTTL + 15*time.Second
+	}
+	as, err := w.Probe(ctx, old, d, 500*time.Millisecond, 30*time.Second)
+	if err != nil {
+		return failBoth("probing through %s with %s dead: %v", old.Name, dead.Name, err)
+	}
+	after, serr := scrape(ctx, old)
+	ev := []string{fmt.Sprintf("%s: %s through %s for %s: %v; %s", kill.Name(), w.Resource.Key(), old.Name, d, codes(as), strings.Join(messages(as), ", "))}
+
+	var bad []string
+	var lastFailed time.Duration
+	for _, a := range as {
+		switch {
+		case a.Code == 0 || a.Took > answerBound:
+			bad = append(bad, "no answer within "+answerBound.String()+": "+a.String())
+		case a.Code == 404:
+			bad = append(bad, "a false 404: "+a.String())
+		case alone && a.Code != 503:
+			bad = append(bad, "not an explicit 503 with nothing to serve it: "+a.String())
+		case !alone && a.Code != 200 && a.At > addressTTL+5*time.Second:
+			bad = append(bad, fmt.Sprintf("not served %s after the kill, with %s still serving: %s", a.At.Round(time.Second), w.New[1].Name, a))
+		}
+		if a.Code != 200 {
+			lastFailed = a.At
+		}
+	}
+	v := certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
+	if len(bad) > 0 {
+		v = certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev,
+			Reason: fmt.Sprintf("%d of %d requests through %s with %s killed: %s", len(bad), len(as), old.Name, dead.Name, strings.Join(bad[:min(3, len(bad))], "; "))}
+	}
+	if !alone {
+		v.Evidence = append(v.Evidence, fmt.Sprintf("%s served every request from +%s on (the last that was not served)", w.New[1].Name, lastFailed.Round(100*time.Millisecond)))
+		return []certify.Verdict{v}
+	}
+	return []certify.Verdict{v, peerProxyErrorsMoved(old, before, after, serr)}
+}
+
+// peerProxyErrorsMoved judges mvp.metrics.peer-proxy-errors on old's
+// scrapes around the peer-killed fault with no other capable peer: once
+// the dead peer's address record expired, every request failed to resolve
+// it (type endpoint_resolution).
+func peerProxyErrorsMoved(old Server, before, after metrics.Snapshot, scrapeErr error) certify.Verdict {
+	const id = "mvp.metrics.peer-proxy-errors"
+	if !countsPeerProxyErrors(old.Version) {
+		return certify.Verdict{ID: id, Outcome: certify.Skipped,
+			Reason: fmt.Sprintf("the older apiservers (%s) have no %s: the proxy's handler counts it since v1.36", old.Version, peerProxyErrors)}
+	}
+	if scrapeErr != nil {
+		return fail(id, "scrape of %s after the fault: %v", old.Name, scrapeErr)
+	}
+	match := map[string]string{"type": "endpoint_resolution"}
+	moved, err := metrics.Delta(before, after, peerProxyErrors, match)
+	if err != nil {
+		return fail(id, "on %s, with its only capable peer dead past its address record: %v", old.Name, err)
+	}
+	series := after.Series(peerProxyErrors)
+	sort.Strings(series)
+	ev := fmt.Sprintf("%s{type=endpoint_resolution} on %s moved by %g; series after: %v", peerProxyErrors, old.Name, moved, series)
+	if moved == 0 {
+		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: []string{ev},
+			Reason: fmt.Sprintf("%s{type=endpoint_resolution} on %s did not move while its only capable peer's address could not be resolved", peerProxyErrors, old.Name)}
+	}
+	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{ev}}
+}
