@@ -99,14 +99,15 @@ func codes(as []Attempt) map[int]int {
 	return n
 }
 
-// messages are the distinct messages of attempts that failed, in order.
+// messages are the distinct answers of attempts that failed, in order,
+// each with when it was first seen.
 func messages(as []Attempt) []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, a := range as {
 		if a.Code != 200 && !seen[a.Message] {
 			seen[a.Message] = true
-			out = append(out, fmt.Sprintf("%d %q", a.Code, a.Message))
+			out = append(out, fmt.Sprintf("%d %q from +%s", a.Code, a.Message, a.At.Round(100*time.Millisecond)))
 		}
 	}
 	return out
@@ -166,23 +167,7 @@ func CheckPeerKilled(ctx context.Context, c *cluster.Cluster, w *Window) []certi
 	after, serr := scrape(ctx, old)
 	ev := []string{fmt.Sprintf("%s: %s through %s for %s: %v; %s", kill.Name(), w.Resource.Key(), old.Name, d, codes(as), strings.Join(messages(as), ", "))}
 
-	var bad []string
-	var lastFailed time.Duration
-	for _, a := range as {
-		switch {
-		case a.Code == 0 || a.Took > answerBound:
-			bad = append(bad, "no answer within "+answerBound.String()+": "+a.String())
-		case a.Code == 404:
-			bad = append(bad, "a false 404: "+a.String())
-		case alone && a.Code != 503:
-			bad = append(bad, "not an explicit 503 with nothing to serve it: "+a.String())
-		case !alone && a.Code != 200 && a.At > addressTTL+5*time.Second:
-			bad = append(bad, fmt.Sprintf("not served %s after the kill, with %s still serving: %s", a.At.Round(time.Second), w.New[1].Name, a))
-		}
-		if a.Code != 200 {
-			lastFailed = a.At
-		}
-	}
+	bad, lastFailed := judgeKilled(as, alone)
 	v := certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
 	if len(bad) > 0 {
 		v = certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev,
@@ -193,6 +178,28 @@ func CheckPeerKilled(ctx context.Context, c *cluster.Cluster, w *Window) []certi
 		return []certify.Verdict{v}
 	}
 	return []certify.Verdict{v, peerProxyErrorsMoved(old, before, after, serr)}
+}
+
+// judgeKilled says which of the attempts made with a capable peer killed
+// break mvp.fault.peer-killed - alone, when it was the only capable peer -
+// and when the last one that was not served began.
+func judgeKilled(as []Attempt, alone bool) (bad []string, lastFailed time.Duration) {
+	for _, a := range as {
+		switch {
+		case a.Code == 0 || a.Took > answerBound:
+			bad = append(bad, "no answer within "+answerBound.String()+": "+a.String())
+		case a.Code == 404:
+			bad = append(bad, "a false 404: "+a.String())
+		case alone && a.Code != 503:
+			bad = append(bad, "not an explicit 503 with nothing to serve it: "+a.String())
+		case !alone && a.Code != 200 && a.At > addressTTL+5*time.Second:
+			bad = append(bad, fmt.Sprintf("not served %s after the kill, with another capable peer serving: %s", a.At.Round(time.Second), a))
+		}
+		if a.Code != 200 {
+			lastFailed = a.At
+		}
+	}
+	return bad, lastFailed
 }
 
 // peerProxyErrorsMoved judges mvp.metrics.peer-proxy-errors on old's

@@ -239,6 +239,13 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 		return err
 	}
 	if r.window != nil {
+		if err := r.phase(ctx, "the gate's Beta default, and --peer-ca-file", func(ctx context.Context) error {
+			r.restarting()
+			r.judge(CheckBetaDefault(ctx, r.c, r.window))
+			return nil
+		}); err != nil {
+			return err
+		}
 		if err := r.phase(ctx, fmt.Sprintf("fault: %s killed (SIGKILL, not restarted)", r.window.New[0].Name), func(ctx context.Context) error {
 			r.restarting()
 			for _, v := range CheckPeerKilled(ctx, r.c, r.window) {
@@ -277,12 +284,17 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 	return r.through(ctx, rollout.StrategySurge, load, before)
 }
 
+// windowPromises are the promises judged in the surge run's mixed window.
+func windowPromises() []certify.ID {
+	return append(append(append([]certify.ID(nil), ProxyPromises...), FaultPromises...), "mvp.defaults.beta")
+}
+
 // proxyChecks judges the proxy in the mixed window on a resource only
 // the newer version serves.
 func (r *run) proxyChecks(ctx context.Context, newer []discovery.Resource) {
 	w, err := OpenWindow(ctx, r.c, r.in.Pair.To, newer)
 	if err != nil {
-		for _, id := range append(ProxyPromises, FaultPromises...) {
+		for _, id := range windowPromises() {
 			r.judge(certify.Verdict{ID: id, Outcome: certify.Skipped,
 				Reason: fmt.Sprintf("no resource to route: %v (the runtime-config variant, which needs none, is not in certify yet)", err)})
 		}
