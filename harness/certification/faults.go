@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -145,6 +146,11 @@ func CheckPeerKilled(ctx context.Context, c *cluster.Cluster, w *Window) []certi
 	if err != nil {
 		return failBoth("%v", err)
 	}
+	deadID, err := identityLease(ctx, c, dead.Name)
+	if err != nil {
+		return failBoth("%v", err)
+	}
+	killed := time.Now()
 	kill := &faults.KillAPIServer{Node: node}
 	defer func() {
 		// Reverted on every path, Ctrl-C too: a cluster with a dead
@@ -167,10 +173,18 @@ func CheckPeerKilled(ctx context.Context, c *cluster.Cluster, w *Window) []certi
 	after, serr := scrape(ctx, old)
 	ev := []string{fmt.Sprintf("%s: %s through %s for %s: %v; %s", kill.Name(), w.Resource.Key(), old.Name, d, codes(as), strings.Join(messages(as), ", "))}
 
-	bad, lastFailed := judgeKilled(as, alone)
+	// The old server drops a peer from its cache when a rebuild cannot
+	// fetch the peer's discovery; its own log says when that happened.
+	rebuilt, lerr := rebuiltWithout(ctx, c, old.Name, deadID, killed)
+	if lerr != nil {
+		ev = append(ev, lerr.Error())
+	} else if rebuilt != "" {
+		ev = append(ev, fmt.Sprintf("%s rebuilt its peer cache without %s (%s): %s", old.Name, dead.Name, deadID, rebuilt))
+	}
+	bad, causes, lastFailed := judgeKilled(as, alone, rebuilt != "")
 	v := certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
 	if len(bad) > 0 {
-		v = certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev,
+		v = certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Causes: causes,
 			Reason: fmt.Sprintf("%d of %d requests through %s with %s killed: %s", len(bad), len(as), old.Name, dead.Name, strings.Join(bad[:min(3, len(bad))], "; "))}
 	}
 	if !alone {
@@ -180,26 +194,87 @@ func CheckPeerKilled(ctx context.Context, c *cluster.Cluster, w *Window) []certi
 	return []certify.Verdict{v, peerProxyErrorsMoved(old, before, after, serr)}
 }
 
+// CausePeerCacheRebuilt is the cause of a false 404 from an old apiserver
+// that rebuilt its peer-discovery cache while a capable peer was
+// unreachable: the rebuild leaves out a peer whose discovery it cannot
+// fetch, and with no capable peer left the request falls through to the
+// local handler.
+const CausePeerCacheRebuilt = "peer-cache-rebuilt"
+
 // judgeKilled says which of the attempts made with a capable peer killed
 // break mvp.fault.peer-killed - alone, when it was the only capable peer -
-// and when the last one that was not served began.
-func judgeKilled(as []Attempt, alone bool) (bad []string, lastFailed time.Duration) {
+// with the cause of each (a 404 after the entry server rebuilt its peer
+// cache without the dead peer is CausePeerCacheRebuilt), and when the last
+// one that was not served began.
+func judgeKilled(as []Attempt, alone, rebuilt bool) (bad, causes []string, lastFailed time.Duration) {
 	for _, a := range as {
+		cause := certify.UnknownCause
 		switch {
 		case a.Code == 0 || a.Took > answerBound:
 			bad = append(bad, "no answer within "+answerBound.String()+": "+a.String())
 		case a.Code == 404:
 			bad = append(bad, "a false 404: "+a.String())
+			if rebuilt {
+				cause = CausePeerCacheRebuilt
+			}
 		case alone && a.Code != 503:
 			bad = append(bad, "not an explicit 503 with nothing to serve it: "+a.String())
 		case !alone && a.Code != 200 && a.At > addressTTL+5*time.Second:
 			bad = append(bad, fmt.Sprintf("not served %s after the kill, with another capable peer serving: %s", a.At.Round(time.Second), a))
+		default:
+			cause = ""
+		}
+		if cause != "" {
+			causes = append(causes, cause)
 		}
 		if a.Code != 200 {
 			lastFailed = a.At
 		}
 	}
-	return bad, lastFailed
+	return bad, causes, lastFailed
+}
+
+// identityLease is the name of the identity Lease of node's apiserver:
+// its server ID.
+func identityLease(ctx context.Context, c *cluster.Cluster, node string) (string, error) {
+	cs, err := c.Client()
+	if err != nil {
+		return "", err
+	}
+	l, err := cs.CoordinationV1().Leases("kube-system").List(ctx, metav1.ListOptions{
+		LabelSelector: "apiserver.kubernetes.io/identity=kube-apiserver,kubernetes.io/hostname=" + node})
+	if err != nil {
+		return "", err
+	}
+	if len(l.Items) != 1 {
+		return "", fmt.Errorf("%d apiserver identity Leases name %s as their host, want 1", len(l.Items), node)
+	}
+	return l.Items[0].Name, nil
+}
+
+// rebuiltWithout is the first line node's apiserver logged since since
+// saying a rebuild of its peer cache could not fetch the discovery of peer
+// id - its address (failed to get host port info) or its /api and /apis
+// (error querying discovery endpoint) - and so left the peer out; "" when
+// there is none. The log is read through the API (the static Pod's mirror),
+// which gives stderr, where the apiserver writes, as well as stdout.
+func rebuiltWithout(ctx context.Context, c *cluster.Cluster, node, id string, since time.Time) (string, error) {
+	cs, err := c.Client()
+	if err != nil {
+		return "", err
+	}
+	st := metav1.NewTime(since)
+	logs, err := cs.CoreV1().Pods("kube-system").GetLogs("kube-apiserver-"+node, &corev1.PodLogOptions{SinceTime: &st}).DoRaw(ctx)
+	if err != nil {
+		return "", fmt.Errorf("the apiserver log of %s: %w", node, err)
+	}
+	for _, line := range strings.Split(string(logs), "\n") {
+		if strings.Contains(line, id) && (strings.Contains(line, "error querying discovery endpoint for serverID") ||
+			strings.Contains(line, "failed to get host port info from identity lease for server "+id)) {
+			return strings.TrimSpace(line), nil
+		}
+	}
+	return "", nil
 }
 
 // peerProxyErrorsMoved judges mvp.metrics.peer-proxy-errors on old's

@@ -30,10 +30,21 @@ func TestJudgeKilled(t *testing.T) {
 		{"two: still 503 long after", []Attempt{a(25*time.Second, 5*ms, 503)}, false, 1, 25 * time.Second},
 		{"two: a false 404", []Attempt{a(time.Second, 5*ms, 404)}, false, 1, time.Second},
 	} {
-		bad, last := judgeKilled(tc.as, tc.alone)
-		if len(bad) != tc.bad || last != tc.lastFail {
-			t.Errorf("%s: %d bad %v, last failed at %s; want %d bad, last at %s", tc.name, len(bad), bad, last, tc.bad, tc.lastFail)
+		bad, causes, last := judgeKilled(tc.as, tc.alone, false)
+		if len(bad) != tc.bad || len(causes) != tc.bad || last != tc.lastFail {
+			t.Errorf("%s: %d bad %v (causes %v), last failed at %s; want %d bad, last at %s", tc.name, len(bad), bad, causes, last, tc.bad, tc.lastFail)
 		}
+	}
+	// A 404 after the entry server rebuilt its peer cache without the
+	// dead peer has that cause; a hang never does.
+	as := []Attempt{a(0, 5*ms, 503), a(8*time.Second, ms, 404), a(9*time.Second, 12*time.Second, 503)}
+	_, causes, _ := judgeKilled(as, true, true)
+	if strings.Join(causes, ",") != CausePeerCacheRebuilt+","+certify.UnknownCause {
+		t.Errorf("causes: %v", causes)
+	}
+	_, causes, _ = judgeKilled(as[:2], true, false)
+	if strings.Join(causes, ",") != certify.UnknownCause {
+		t.Errorf("a 404 with no rebuild logged: causes %v", causes)
 	}
 }
 
@@ -66,5 +77,20 @@ func TestPeerProxyErrorsMoved(t *testing.T) {
 		if err := v.Validate(); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+func TestPacketsTo(t *testing.T) {
+	// iptables v1.8.9 (nf_tables), as a kind node prints it.
+	out := `Chain OUTPUT (policy ACCEPT 1869 packets, 311549 bytes)
+    pkts      bytes target     prot opt in     out     source               destination
+       3      180            tcp  --  *      *       0.0.0.0/0            192.0.2.10
+    1903   318024 KUBE-SERVICES  all  --  *      *       0.0.0.0/0            0.0.0.0/0            ctstate NEW /* kubernetes service portals */
+`
+	if n, err := packetsTo(out, "192.0.2.10"); err != nil || n != 3 {
+		t.Errorf("packets to the decoy: %d, %v; want 3", n, err)
+	}
+	if _, err := packetsTo(out, "192.0.2.11"); err == nil {
+		t.Error("no rule for an address, yet a count")
 	}
 }

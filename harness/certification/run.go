@@ -286,7 +286,7 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 
 // windowPromises are the promises judged in the surge run's mixed window.
 func windowPromises() []certify.ID {
-	return append(append(append([]certify.ID(nil), ProxyPromises...), FaultPromises...), "mvp.defaults.beta")
+	return append(append(append([]certify.ID(nil), ProxyPromises...), FaultPromises...), "mvp.defaults.beta", "mvp.trust.forged-lease")
 }
 
 // proxyChecks judges the proxy in the mixed window on a resource only
@@ -303,6 +303,7 @@ func (r *run) proxyChecks(ctx context.Context, newer []discovery.Resource) {
 	for _, v := range CheckProxy(ctx, r.c, w) {
 		r.judge(v)
 	}
+	r.judge(CheckForgedLease(ctx, r.c, w))
 	r.window = w
 }
 

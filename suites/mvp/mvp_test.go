@@ -38,6 +38,10 @@ func TestWindowOne(t *testing.T) {
 		}).
 		Assess("the proxy's promises, judged by certify's own checks: routing of every verb, no false forwarding, the loop guard, the rerouted count, audit, identity and RBAC, scope", proxyPromises).
 		Assess("peer-aggregated discovery shows the union; nopeer shows local only", peerDiscovery).
+		Assess("an identity Lease forged to point elsewhere receives nothing", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			s.Judge(t, certification.CheckForgedLease(ctx, s.Cluster, win.cert))
+			return ctx
+		}).
 		Assess("an API turned off on one apiserver is served by forwarding (deterministic variant)", runtimeConfigVariant).
 		Assess("a black-holed peer link gives an explicit 503 within a bound, never a 404 or a hang", blackHole).
 		Assess("a slowed peer link: slower below the timeouts, one write at most between, a 503 above", slowLink).

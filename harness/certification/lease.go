@@ -1,0 +1,179 @@
+package certification
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/skewer-k8s/skewer/harness/audit"
+	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/metrics"
+	"github.com/skewer-k8s/skewer/harness/wait"
+)
+
+// decoy is where a forged identity Lease says its apiserver is: an
+// address of TEST-NET-1 (RFC 5737), which nothing on this machine has, so
+// any packet the entry server sends there was sent because of the Lease.
+const decoy = "192.0.2.10"
+
+const peerDiscoverySyncErrors = "apiserver_peer_discovery_sync_errors_total"
+
+// CheckForgedLease judges mvp.trust.forged-lease: a user allowed to write
+// Leases in kube-system forges an apiserver identity Lease (the identity
+// label, a name no server has, its peer-advertise-address annotation
+// pointing at decoy). Through the first older apiserver, the window's
+// resource must then be served as before - every request 200, each one's
+// audit event at a real newer apiserver - and not one packet may leave the
+// entry server's node for the decoy (an iptables rule there counts them).
+// The Lease is deleted before it returns; a 1.36+ entry server's
+// peer-discovery sync errors are measured, as the forged peer's address
+// cannot be resolved.
+func CheckForgedLease(ctx context.Context, c *cluster.Cluster, w *Window) certify.Verdict {
+	const id = "mvp.trust.forged-lease"
+	old := w.Old[0]
+	if _, err := w.RouteWorks(ctx, "default"); err != nil {
+		return fail(id, "%v", err)
+	}
+	node, err := c.Node(ctx, old.Name)
+	if err != nil {
+		return fail(id, "%v", err)
+	}
+	cs, err := c.Client()
+	if err != nil {
+		return fail(id, "%v", err)
+	}
+	count := []string{"OUTPUT", "-d", decoy, "-p", "tcp"} // no target: it only counts
+	if _, err := node.Run(ctx, append([]string{"iptables", "-I"}, count...)...); err != nil {
+		return fail(id, "a rule counting packets to %s in %s: %v", decoy, node.Name, err)
+	}
+	defer node.Run(context.WithoutCancel(ctx), append([]string{"iptables", "-D"}, count...)...)
+
+	name := fmt.Sprintf("kube-apiserver-skewer-forged-%x", time.Now().UnixNano()&0xffffff)
+	now := metav1.NewMicroTime(time.Now())
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system",
+			Labels:      map[string]string{"apiserver.kubernetes.io/identity": "kube-apiserver", "kubernetes.io/hostname": "skewer-forged"},
+			Annotations: map[string]string{corev1.AnnotationPeerAdvertiseAddress: fmt.Sprintf("%s:%d", decoy, cluster.APIServerPort)}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &name, LeaseDurationSeconds: ptr(int32(3600)), AcquireTime: &now, RenewTime: &now},
+	}
+	before, err := scrape(ctx, old)
+	if err != nil {
+		return fail(id, "%v", err)
+	}
+	leases := cs.CoordinationV1().Leases("kube-system")
+	if _, err := leases.Create(ctx, lease, metav1.CreateOptions{}); err != nil {
+		return fail(id, "forge the Lease %s: %v", name, err)
+	}
+	defer leases.Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
+
+	ids := &auditIDs{}
+	api, err := w.api(old, "default", ids)
+	if err != nil {
+		return fail(id, "%v", err)
+	}
+	var bad []string
+	n := 0
+	for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(500 * time.Millisecond) {
+		n++
+		t0 := time.Now()
+		if _, err := api.List(ctx, metav1.ListOptions{Limit: 1}); err != nil || time.Since(t0) > answerBound {
+			bad = append(bad, fmt.Sprintf("list %s through %s after %s: %v in %s", w.Resource.Key(), old.Name, t0.Sub(start).Round(100*time.Millisecond), orOK(err), time.Since(t0).Round(10*time.Millisecond)))
+		}
+	}
+	after, serr := scrape(ctx, old)
+	var paths []string
+	for _, s := range w.New {
+		paths = append(paths, c.AuditLog(s.Name))
+	}
+	sent := ids.all()
+	var logged map[string]string
+	if err := wait.For(ctx, "certify/audit-written", fmt.Sprintf("%d requests' audit events at the newer apiservers", len(sent)), func(ctx context.Context) (bool, string, error) {
+		var err error
+		_, logged, err = audit.Final(paths, sent)
+		return len(logged) == len(sent), fmt.Sprintf("%d of %d found", len(logged), len(sent)), err
+	}); err != nil {
+		bad = append(bad, err.Error())
+	}
+	var where []string
+	for _, path := range logged {
+		where = append(where, filepath.Base(filepath.Dir(path)))
+	}
+	sort.Strings(where)
+	packets, perr := countedPackets(ctx, node, decoy)
+	switch {
+	case perr != nil:
+		bad = append(bad, perr.Error())
+	case packets > 0:
+		bad = append(bad, fmt.Sprintf("%d packet(s) left %s for the address the forged Lease names (%s)", packets, node.Name, decoy))
+	}
+	ev := []string{fmt.Sprintf("Lease kube-system/%s forged (identity label, peer-advertise-address %s:%d): %d lists through %s in 10 s, served by %v; %d packets to %s",
+		name, decoy, cluster.APIServerPort, n, old.Name, tally(where), packets, decoy)}
+	if serr == nil {
+		if moved, err := metrics.Delta(before, after, peerDiscoverySyncErrors, map[string]string{"type": "hostport_resolution"}); err == nil {
+			ev = append(ev, fmt.Sprintf("%s{type=hostport_resolution} on %s moved by %g: the forged peer's address never resolved", peerDiscoverySyncErrors, old.Name, moved))
+		} else if !errors.Is(err, metrics.ErrNotExported) {
+			ev = append(ev, err.Error())
+		}
+	}
+	if len(bad) > 0 {
+		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev,
+			Reason: fmt.Sprintf("with a forged identity Lease in kube-system: %s", strings.Join(bad[:min(3, len(bad))], "; "))}
+	}
+	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
+}
+
+// tally counts names: "a x3, b x2".
+func tally(names []string) string {
+	n := map[string]int{}
+	var order []string
+	for _, s := range names {
+		if n[s] == 0 {
+			order = append(order, s)
+		}
+		n[s]++
+	}
+	var out []string
+	for _, s := range order {
+		out = append(out, fmt.Sprintf("%s x%d", s, n[s]))
+	}
+	return strings.Join(out, ", ")
+}
+
+// countedPackets reads the packet counter of node's OUTPUT rule for dst.
+func countedPackets(ctx context.Context, node cluster.Node, dst string) (int, error) {
+	out, err := node.Run(ctx, "iptables", "-L", "OUTPUT", "-v", "-n", "-x")
+	if err != nil {
+		return 0, fmt.Errorf("iptables counters in %s: %w", node.Name, err)
+	}
+	n, err := packetsTo(out, dst)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", node.Name, err)
+	}
+	return n, nil
+}
+
+// packetsTo reads, from `iptables -L -v -n -x`, the packet count of the
+// rule without a target whose destination is dst.
+func packetsTo(out, dst string) (int, error) {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		// pkts bytes target prot opt in out source destination: no
+		// target, so the destination is the 8th field.
+		if len(f) >= 8 && f[len(f)-1] == dst {
+			return strconv.Atoi(f[0])
+		}
+	}
+	return 0, fmt.Errorf("no rule counting packets to %s:\n%s", dst, out)
+}
+
+func ptr[T any](v T) *T { return &v }
