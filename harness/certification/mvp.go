@@ -574,13 +574,35 @@ func CheckScope(ctx context.Context, c *cluster.Cluster, w *Window) certify.Verd
 			return fail(id, "create %s: %v", path, err)
 		}
 	}
+	all := append(append([]Server{}, w.Old...), w.New...)
 	defer func() {
 		ctx := context.WithoutCancel(ctx)
 		_ = rc.Delete().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.certify.skewer.io").Do(ctx).Error()
 		_ = rc.Delete().AbsPath("/apis/apiregistration.k8s.io/v1/apiservices/v1.certify-agg.skewer.io").Do(ctx).Error()
+		// Gone from every apiserver's discovery before the next check
+		// compares their views: each drops a deleted CRD in its own time.
+		_ = wait.For(ctx, "certify/discovery-converges", "the scope check's groups gone from every apiserver's discovery", func(ctx context.Context) (bool, string, error) {
+			var left []string
+			for _, s := range all {
+				cs, err := s.client()
+				if err != nil {
+					return false, "", err
+				}
+				local, err := discovery.Local(ctx, cs)
+				if err != nil {
+					left = append(left, s.Name+": "+err.Error())
+					continue
+				}
+				for _, r := range local {
+					if strings.HasSuffix(r.Group, ".skewer.io") {
+						left = append(left, s.Name+" serves "+r.Key())
+					}
+				}
+			}
+			return len(left) == 0, strings.Join(left, ", "), nil
+		})
 	}()
 	var ev []string
-	all := append(append([]Server{}, w.Old...), w.New...)
 	for _, s := range all {
 		cs, err := s.client()
 		if err != nil {
