@@ -39,15 +39,22 @@ func Read(path string, match func(*Event) bool) ([]Event, error) {
 	return out, sc.Err()
 }
 
+// Logged is an event and the audit log it was found in.
+type Logged struct {
+	Event
+	Path string
+}
+
 // Final returns, of the audit logs at paths (a missing one is skipped),
-// the final event (ResponseComplete or Panic) of each of ids, and the path
-// it was found in.
-func Final(paths []string, ids []string) (map[string]Event, map[string]string, error) {
+// the final events (ResponseComplete or Panic) of each of ids, with the
+// log each was found in: one per apiserver that logged the request (two
+// for a request the proxy forwarded: the entry server and the peer).
+func Final(paths []string, ids []string) (map[string][]Logged, error) {
 	want := map[string]bool{}
 	for _, id := range ids {
 		want[id] = true
 	}
-	events, where := map[string]Event{}, map[string]string{}
+	out := map[string][]Logged{}
 	for _, p := range paths {
 		evs, err := Read(p, func(e *Event) bool {
 			return want[string(e.AuditID)] && (e.Stage == auditv1.StageResponseComplete || e.Stage == auditv1.StagePanic)
@@ -56,11 +63,11 @@ func Final(paths []string, ids []string) (map[string]Event, map[string]string, e
 			continue
 		}
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		for _, e := range evs {
-			events[string(e.AuditID)], where[string(e.AuditID)] = e, p
+			out[string(e.AuditID)] = append(out[string(e.AuditID)], Logged{Event: e, Path: p})
 		}
 	}
-	return events, where, nil
+	return out, nil
 }

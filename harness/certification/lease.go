@@ -96,17 +96,19 @@ func CheckForgedLease(ctx context.Context, c *cluster.Cluster, w *Window) certif
 		paths = append(paths, c.AuditLog(s.Name))
 	}
 	sent := ids.all()
-	var logged map[string]string
+	var logged map[string][]audit.Logged
 	if err := wait.For(ctx, "certify/audit-written", fmt.Sprintf("%d requests' audit events at the newer apiservers", len(sent)), func(ctx context.Context) (bool, string, error) {
 		var err error
-		_, logged, err = audit.Final(paths, sent)
+		logged, err = audit.Final(paths, sent)
 		return len(logged) == len(sent), fmt.Sprintf("%d of %d found", len(logged), len(sent)), err
 	}); err != nil {
 		bad = append(bad, err.Error())
 	}
 	var where []string
-	for _, path := range logged {
-		where = append(where, filepath.Base(filepath.Dir(path)))
+	for _, evs := range logged {
+		for _, e := range evs {
+			where = append(where, filepath.Base(filepath.Dir(e.Path)))
+		}
 	}
 	sort.Strings(where)
 	packets, perr := countedPackets(ctx, node, decoy)

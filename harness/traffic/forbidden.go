@@ -3,6 +3,7 @@ package traffic
 import (
 	"fmt"
 	"net/http"
+	"path/filepath"
 
 	"github.com/skewer-k8s/skewer/harness/audit"
 	"github.com/skewer-k8s/skewer/harness/certify"
@@ -19,11 +20,12 @@ const CauseAuthorizerNotSynced = "authorizer-not-synced"
 // Forbidden is one 403 the traffic met, and what the audit logs say of it.
 type Forbidden struct {
 	Record
-	// Logged is the apiserver whose audit log holds the request's final
-	// event ("" when none does).
-	Logged string
-	// Decision and Reason are the authorizer's, from the audit event's
-	// annotations.
+	// Logged is the apiserver whose audit log holds the request's denial
+	// ("" when none does); Forwarded, the one that allowed it and
+	// forwarded it there through the proxy ("" when it was not).
+	Logged, Forwarded string
+	// Decision and Reason are the denying authorizer's, from the audit
+	// event's annotations.
 	Decision, Reason string
 	// Cause is why it was denied, when the evidence shows it
 	// (CauseAuthorizerNotSynced), else certify.UnknownCause.
@@ -31,23 +33,35 @@ type Forbidden struct {
 }
 
 // ExplainForbidden gives each record of forbidden its cause: events are
-// the final audit events by audit ID, logged the apiserver that logged
-// each; records is the whole traffic, in which a later success of the
-// same stream and verb shows the credentials were allowed all along.
-func ExplainForbidden(forbidden, records []Record, events map[string]audit.Event, logged map[string]string) []Forbidden {
+// the final audit events by audit ID (one per apiserver that logged it);
+// records is the whole traffic, in which a later success of the same
+// stream and verb shows the credentials were allowed all along. The
+// denial may be the entry server's or, for a request the proxy forwarded,
+// the peer's: each logs the request under the same audit ID.
+func ExplainForbidden(forbidden, records []Record, events map[string][]audit.Logged) []Forbidden {
 	var out []Forbidden
 	for _, r := range forbidden {
-		f := Forbidden{Record: r, Cause: certify.UnknownCause, Logged: logged[r.AuditID]}
-		e, ok := events[r.AuditID]
-		if ok {
-			f.Decision = e.Annotations["authorization.k8s.io/decision"]
-			f.Reason = e.Annotations["authorization.k8s.io/reason"]
+		f := Forbidden{Record: r, Cause: certify.UnknownCause}
+		var denial *audit.Logged
+		for i, e := range events[r.AuditID] {
+			node := filepath.Base(filepath.Dir(e.Path))
+			switch e.Annotations["authorization.k8s.io/decision"] {
+			case "forbid":
+				denial = &events[r.AuditID][i]
+				f.Logged = node
+			case "allow":
+				f.Forwarded = node
+			}
 		}
-		code := int32(0)
-		if ok && e.ResponseStatus != nil {
-			code = e.ResponseStatus.Code
+		if denial == nil {
+			if evs := events[r.AuditID]; len(evs) > 0 {
+				f.Logged, f.Forwarded = filepath.Base(filepath.Dir(evs[0].Path)), ""
+			}
+			out = append(out, f)
+			continue
 		}
-		if r.AuditID != "" && code == http.StatusForbidden && f.Decision == "forbid" && allowedLater(r, records) {
+		f.Decision, f.Reason = "forbid", denial.Annotations["authorization.k8s.io/reason"]
+		if denial.ResponseStatus != nil && denial.ResponseStatus.Code == http.StatusForbidden && allowedLater(r, records) {
 			f.Cause = CauseAuthorizerNotSynced
 		}
 		out = append(out, f)
@@ -67,8 +81,13 @@ func allowedLater(r Record, records []Record) bool {
 
 func (f Forbidden) String() string {
 	where := "logged by no apiserver"
-	if f.Logged != "" {
+	switch {
+	case f.Decision != "" && f.Forwarded != "":
+		where = fmt.Sprintf("forwarded by %s, denied by the peer %s (decision %q, reason %q)", f.Forwarded, f.Logged, f.Decision, f.Reason)
+	case f.Decision != "":
 		where = fmt.Sprintf("denied by %s (decision %q, reason %q)", f.Logged, f.Decision, f.Reason)
+	case f.Logged != "":
+		where = fmt.Sprintf("logged by %s, which did not deny it", f.Logged)
 	}
 	return fmt.Sprintf("%s %s %s via %s on a %s connection, audit ID %s, %s: %s",
 		f.Time.Format("15:04:05.000"), f.Verb, f.Object, f.Target, f.Conn, f.AuditID, where, f.Cause)

@@ -553,15 +553,11 @@ func (t *Traffic) explain(forbidden, records []Record) ([]Forbidden, error) {
 	for _, r := range forbidden {
 		ids = append(ids, r.AuditID)
 	}
-	events, where, err := audit.Final(paths, ids)
+	events, err := audit.Final(paths, ids)
 	if err != nil {
 		return nil, fmt.Errorf("failed to find the 403s in the audit logs: %w", err)
 	}
-	logged := map[string]string{}
-	for id, path := range where {
-		logged[id] = filepath.Base(filepath.Dir(path))
-	}
-	return ExplainForbidden(forbidden, records, events, logged), nil
+	return ExplainForbidden(forbidden, records, events), nil
 }
 
 // account checks every acknowledged write against stored, the names a
