@@ -39,13 +39,7 @@ func (s *StopAPIServer) Inject(ctx context.Context, c *cluster.Cluster) error {
 		return fmt.Errorf("%s: %w", s.Name(), err)
 	}
 	s.stopped = true
-	return wait.For(ctx, "faults/apiserver-restart", s.Node.Name+"'s apiserver container gone", func(ctx context.Context) (bool, string, error) {
-		id, err := apiserverContainer(ctx, s.Node)
-		if err != nil {
-			return false, "", err
-		}
-		return id == "", "container " + id + " still running", nil
-	})
+	return containerGone(ctx, s.Node)
 }
 
 func (s *StopAPIServer) Revert(ctx context.Context, c *cluster.Cluster) error {
@@ -239,6 +233,17 @@ func waitReady(ctx context.Context, c *cluster.Cluster, node cluster.Node) error
 	})
 }
 
+// containerGone waits until no kube-apiserver container runs on node.
+func containerGone(ctx context.Context, node cluster.Node) error {
+	return wait.For(ctx, "faults/apiserver-restart", node.Name+"'s apiserver container gone", func(ctx context.Context) (bool, string, error) {
+		id, err := apiserverContainer(ctx, node)
+		if err != nil {
+			return false, "", err
+		}
+		return id == "", "container " + id + " still running", nil
+	})
+}
+
 // apiserverContainer is the ID of the running kube-apiserver container on
 // node, or "" when there is none.
 func apiserverContainer(ctx context.Context, node cluster.Node) (string, error) {
@@ -273,13 +278,7 @@ func (k *KillAPIServer) Inject(ctx context.Context, c *cluster.Cluster) error {
 	if _, err := k.Node.Run(ctx, "pkill", "--signal", "KILL", "--exact", "kube-apiserver"); err != nil {
 		return fmt.Errorf("%s: %w", k.Name(), err)
 	}
-	return wait.For(ctx, "faults/apiserver-restart", k.Node.Name+"'s apiserver container gone", func(ctx context.Context) (bool, string, error) {
-		id, err := apiserverContainer(ctx, k.Node)
-		if err != nil {
-			return false, "", err
-		}
-		return id == "", "container " + id + " still running", nil
-	})
+	return containerGone(ctx, k.Node)
 }
 
 func (k *KillAPIServer) Revert(ctx context.Context, c *cluster.Cluster) error {
