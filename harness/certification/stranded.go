@@ -119,15 +119,11 @@ func (s *Stranded) cachedClient(ctx context.Context, c *cluster.Cluster) string 
 	if err != nil {
 		return fmt.Sprintf("a client holding the window's discovery (%s old) no longer maps %s: %v", age, s.resource.Key(), err)
 	}
-	cfg, err := c.RESTConfig()
+	api, err := s.throughLB(c)
 	if err != nil {
 		return err.Error()
 	}
-	dc, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return err.Error()
-	}
-	_, lerr := dc.Resource(s.gvr).Namespace(namespaceFor(s.resource)).List(ctx, metav1.ListOptions{Limit: 1})
+	_, lerr := api.List(ctx, metav1.ListOptions{Limit: 1})
 	s.cached.Invalidate()
 	s.mapper.Reset()
 	_, after := s.mapper.KindFor(s.gvr)
@@ -164,6 +160,20 @@ func (s *Stranded) objectLeft(ctx context.Context, c *cluster.Cluster, all []Ser
 	return fmt.Sprintf("the %s %s made through the proxy in the window: %s; %s", s.resource.Resource, s.object, strings.Join(got, ", "), key)
 }
 
+// throughLB is the stranded resource through the load balancer, where
+// Strand's object lives.
+func (s *Stranded) throughLB(c *cluster.Cluster) (dynamic.ResourceInterface, error) {
+	cfg, err := c.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	dc, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return dc.Resource(s.gvr).Namespace(namespaceFor(s.resource)), nil
+}
+
 // namespaceFor is where Strand's object lives: "default" for a namespaced
 // resource, none for a cluster-scoped one.
 func namespaceFor(r discovery.Resource) string {
@@ -186,15 +196,10 @@ func (s *Stranded) AfterThrough(ctx context.Context, c *cluster.Cluster) string 
 	if s.object == "" {
 		return ""
 	}
-	cfg, err := c.RESTConfig()
+	api, err := s.throughLB(c)
 	if err != nil {
 		return err.Error()
 	}
-	dc, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return err.Error()
-	}
-	api := dc.Resource(s.gvr).Namespace(namespaceFor(s.resource))
 	_, err = api.Get(ctx, s.object, metav1.GetOptions{})
 	if err == nil {
 		_ = api.Delete(ctx, s.object, metav1.DeleteOptions{})
