@@ -153,6 +153,32 @@ func CheckProxy(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Ve
 	return append(vs, CheckScope(ctx, c, w))
 }
 
+// waitDiscovery waits, within the budget certify/discovery-converges,
+// until unwanted finds nothing in view (discovery.Local or
+// discovery.Merged) of any of servers; what says what it waits for, and
+// the last state seen names each server and what was still there.
+func waitDiscovery(ctx context.Context, servers []Server, view func(context.Context, kubernetes.Interface) (discovery.Set, error),
+	what string, unwanted func(discovery.Set) []string) error {
+	return wait.For(ctx, "certify/discovery-converges", what, func(ctx context.Context) (bool, string, error) {
+		var left []string
+		for _, s := range servers {
+			cs, err := s.client()
+			if err != nil {
+				return false, "", err
+			}
+			set, err := view(ctx, cs)
+			if err != nil {
+				left = append(left, s.Name+": "+err.Error())
+				continue
+			}
+			for _, u := range unwanted(set) {
+				left = append(left, s.Name+" "+u)
+			}
+		}
+		return len(left) == 0, strings.Join(left, ", "), nil
+	})
+}
+
 // servers are c's apiservers, each addressed directly, with its version.
 func servers(ctx context.Context, c *cluster.Cluster) ([]Server, error) {
 	cps, err := c.ControlPlanes(ctx)
@@ -581,25 +607,14 @@ func CheckScope(ctx context.Context, c *cluster.Cluster, w *Window) certify.Verd
 		_ = rc.Delete().AbsPath("/apis/apiregistration.k8s.io/v1/apiservices/v1.certify-agg.skewer.io").Do(ctx).Error()
 		// Gone from every apiserver's discovery before the next check
 		// compares their views: each drops a deleted CRD in its own time.
-		_ = wait.For(ctx, "certify/discovery-converges", "the scope check's groups gone from every apiserver's discovery", func(ctx context.Context) (bool, string, error) {
+		_ = waitDiscovery(ctx, all, discovery.Local, "the scope check's groups gone from every apiserver's discovery", func(local discovery.Set) []string {
 			var left []string
-			for _, s := range all {
-				cs, err := s.client()
-				if err != nil {
-					return false, "", err
-				}
-				local, err := discovery.Local(ctx, cs)
-				if err != nil {
-					left = append(left, s.Name+": "+err.Error())
-					continue
-				}
-				for _, r := range local {
-					if strings.HasSuffix(r.Group, ".skewer.io") {
-						left = append(left, s.Name+" serves "+r.Key())
-					}
+			for _, r := range local {
+				if strings.HasSuffix(r.Group, ".skewer.io") {
+					left = append(left, "serves "+r.Key())
 				}
 			}
-			return len(left) == 0, strings.Join(left, ", "), nil
+			return left
 		})
 	}()
 	var ev []string

@@ -16,7 +16,6 @@ import (
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/discovery"
 	"github.com/skewer-k8s/skewer/harness/rollout"
-	"github.com/skewer-k8s/skewer/harness/wait"
 )
 
 // Stranded is what a client of the mixed window keeps and meets again
@@ -83,22 +82,11 @@ func (s *Stranded) AfterRollback(ctx context.Context, c *cluster.Cluster) []stri
 	if err != nil {
 		return []string{fmt.Sprintf("after the rollback: %v", err)}
 	}
-	var offering []string
-	err = wait.For(ctx, "certify/discovery-converges", "no apiserver's merged discovery to offer "+s.resource.Key(), func(ctx context.Context) (bool, string, error) {
-		offering = nil
-		for _, sv := range all {
-			cs, err := sv.client()
-			if err != nil {
-				return false, "", err
-			}
-			merged, err := discovery.Merged(ctx, cs)
-			if err != nil {
-				offering = append(offering, sv.Name+": "+err.Error())
-			} else if _, ok := merged[s.resource.Key()]; ok {
-				offering = append(offering, sv.Name)
-			}
+	err = waitDiscovery(ctx, all, discovery.Merged, "no apiserver's merged discovery to offer "+s.resource.Key(), func(merged discovery.Set) []string {
+		if _, ok := merged[s.resource.Key()]; ok {
+			return []string{"still offers " + s.resource.Key()}
 		}
-		return len(offering) == 0, "still offered by " + strings.Join(offering, ", "), nil
+		return nil
 	})
 	if err != nil {
 		out = append(out, fmt.Sprintf("discovery after the rollback: %v", err))
