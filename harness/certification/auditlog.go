@@ -55,13 +55,11 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 
 // completedAt is the final audit event of id in node's audit log, if any.
 func completedAt(c *cluster.Cluster, node, id string) (*audit.Event, error) {
-	evs, err := audit.Read(c.AuditLog(node), func(e *audit.Event) bool {
-		return string(e.AuditID) == id && (e.Stage == "ResponseComplete" || e.Stage == "Panic")
-	})
-	if err != nil || len(evs) == 0 {
+	got, err := audit.Final([]string{c.AuditLog(node)}, []string{id})
+	if err != nil || len(got[id]) == 0 {
 		return nil, err
 	}
-	return &evs[len(evs)-1], nil
+	return &got[id][len(got[id])-1].Event, nil
 }
 
 // notForwarded checks that requests entry served itself (ids, their
