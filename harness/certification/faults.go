@@ -69,30 +69,39 @@ func (w *Window) Probe(ctx context.Context, s Server, d, interval, timeout time.
 	var out []Attempt
 	start := time.Now()
 	for time.Since(start) < d && ctx.Err() == nil {
-		a := Attempt{At: time.Since(start)}
-		t0 := time.Now()
-		_, err := api.List(ctx, metav1.ListOptions{Limit: 1})
-		a.Took = time.Since(t0)
-		var st apierrors.APIStatus
-		switch {
-		case err == nil:
-			a.Code = 200
-		case errors.As(err, &st):
-			a.Code, a.Message = int(st.Status().Code), st.Status().Message
-		default:
-			a.Message = err.Error()
-		}
-		if len(a.Message) > 100 {
-			a.Message = a.Message[:100] + "..."
-		}
-		out = append(out, a)
+		out = append(out, Try(start, func() error {
+			_, err := api.List(ctx, metav1.ListOptions{Limit: 1})
+			return err
+		}))
 		time.Sleep(interval)
 	}
 	return out, ctx.Err()
 }
 
-// codes counts attempts by code.
-func codes(as []Attempt) map[int]int {
+// Try makes one request with fn and says how it ended, start being when
+// the probing began.
+func Try(start time.Time, fn func() error) Attempt {
+	a := Attempt{At: time.Since(start)}
+	t0 := time.Now()
+	err := fn()
+	a.Took = time.Since(t0)
+	var st apierrors.APIStatus
+	switch {
+	case err == nil:
+		a.Code = 200
+	case errors.As(err, &st):
+		a.Code, a.Message = int(st.Status().Code), st.Status().Message
+	default:
+		a.Message = err.Error()
+	}
+	if len(a.Message) > 120 {
+		a.Message = a.Message[:120] + "..."
+	}
+	return a
+}
+
+// Codes counts attempts by code.
+func Codes(as []Attempt) map[int]int {
 	n := map[int]int{}
 	for _, a := range as {
 		n[a.Code]++
@@ -171,7 +180,7 @@ func CheckPeerKilled(ctx context.Context, c *cluster.Cluster, w *Window) []certi
 		return failBoth("probing through %s with %s dead: %v", old.Name, dead.Name, err)
 	}
 	after, serr := scrape(ctx, old)
-	ev := []string{fmt.Sprintf("%s: %s through %s for %s: %v; %s", kill.Name(), w.Resource.Key(), old.Name, d, codes(as), strings.Join(messages(as), ", "))}
+	ev := []string{fmt.Sprintf("%s: %s through %s for %s: %v; %s", kill.Name(), w.Resource.Key(), old.Name, d, Codes(as), strings.Join(messages(as), ", "))}
 
 	// The old server drops a peer from its cache when a rebuild cannot
 	// fetch the peer's discovery; its own log says when that happened.

@@ -103,7 +103,7 @@ func runtimeConfigVariant(ctx context.Context, t *testing.T, _ *envconf.Config) 
 		inject(ctx, t, &faults.SlowLink{From: nw.Node, To: p.Node, Delay: 6 * time.Second})
 	}
 	before = nw.scrape(ctx, t)
-	o := attempt(time.Now(), func() error { _, err := api.List(ctx, metav1.ListOptions{}); return err })
+	o := certification.Try(time.Now(), func() error { _, err := api.List(ctx, metav1.ListOptions{}); return err })
 	after = nw.scrape(ctx, t)
 	g.Expect(o.Code).To(Equal(503), "every capable peer past its TLS handshake timeout: %s", o)
 	labels503 := map[string]string{"code": "503", "group": "node.k8s.io", "version": "v1", "resource": "runtimeclasses"}
@@ -129,39 +129,6 @@ func runtimeConfigVariant(ctx context.Context, t *testing.T, _ *envconf.Config) 
 	return ctx
 }
 
-// outcome is one request made while a fault holds.
-type outcome struct {
-	At      time.Duration
-	Code    int
-	Took    time.Duration
-	Message string
-}
-
-func (o outcome) String() string {
-	return fmt.Sprintf("+%-6s %d in %-6s %s", o.At.Round(100*time.Millisecond), o.Code, o.Took.Round(100*time.Millisecond), o.Message)
-}
-
-// attempt makes one request with fn and says how it ended.
-func attempt(start time.Time, fn func() error) outcome {
-	o := outcome{At: time.Since(start)}
-	t0 := time.Now()
-	err := fn()
-	o.Took = time.Since(t0)
-	switch st := err.(type) {
-	case nil:
-		o.Code = 200
-	case apierrors.APIStatus:
-		o.Code = int(st.Status().Code)
-		o.Message = st.Status().Message
-	default:
-		o.Message = err.Error()
-	}
-	if len(o.Message) > 120 {
-		o.Message = o.Message[:120] + "..."
-	}
-	return o
-}
-
 // blackHole drops every packet from an old apiserver to its only capable
 // peer and sends a read and a write of the new resource through it.
 func blackHole(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
@@ -178,19 +145,19 @@ func blackHole(ctx context.Context, t *testing.T, _ *envconf.Config) context.Con
 	inject(ctx, t, &faults.BlackHole{From: old.Node, To: peer.Node})
 	start := time.Now()
 	var wg sync.WaitGroup
-	var read, write outcome
+	var read, write certification.Attempt
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		read = attempt(start, func() error { _, err := api.List(ctx, metav1.ListOptions{}); return err })
+		read = certification.Try(start, func() error { _, err := api.List(ctx, metav1.ListOptions{}); return err })
 	}()
 	go func() {
 		defer wg.Done()
-		write = attempt(start, func() error { _, err := api.Create(ctx, newPolicy(run), metav1.CreateOptions{}); return err })
+		write = certification.Try(start, func() error { _, err := api.Create(ctx, newPolicy(run), metav1.CreateOptions{}); return err })
 	}()
 	wg.Wait()
 	s.Measured(t, "through %s with its link to %s black-holed (client timeout %s): list %s; create %s", old.Name, peer.Name, clientTimeout, read, write)
-	for what, o := range map[string]outcome{"list": read, "create": write} {
+	for what, o := range map[string]certification.Attempt{"list": read, "create": write} {
 		g.Expect(o.Code).NotTo(Equal(404), "%s: a black hole is not a false 404", what)
 		g.Expect(o.Code).To(BeElementOf(503, 504), "%s: an explicit 503 (or the entry server's 504 timeout)", what)
 		g.Expect(o.Took).To(BeNumerically("<", bound), "%s: answered within %s", what, bound)
@@ -231,9 +198,9 @@ func slowLink(ctx context.Context, t *testing.T, _ *envconf.Config) context.Cont
 	revert := slow(100 * time.Millisecond)
 	api := withTimeout(30 * time.Second)
 	start := time.Now()
-	var below []outcome
+	var below []certification.Attempt
 	for range 5 {
-		below = append(below, attempt(start, func() error { _, err := api.List(ctx, metav1.ListOptions{}); return err }))
+		below = append(below, certification.Try(start, func() error { _, err := api.List(ctx, metav1.ListOptions{}); return err }))
 	}
 	revert()
 	for _, o := range below {
@@ -252,7 +219,7 @@ func slowLink(ctx context.Context, t *testing.T, _ *envconf.Config) context.Cont
 	run := runID()
 	revert = slow(3 * time.Second)
 	start = time.Now()
-	write := attempt(start, func() error {
+	write := certification.Try(start, func() error {
 		_, err := withTimeout(10500*time.Millisecond).Create(ctx, newPolicy(run), metav1.CreateOptions{})
 		return err
 	})
@@ -270,7 +237,7 @@ func slowLink(ctx context.Context, t *testing.T, _ *envconf.Config) context.Cont
 	// Above: +6 s each way; the TLS handshake (12 s) outlasts its 10 s timeout.
 	revert = slow(6 * time.Second)
 	start = time.Now()
-	above := attempt(start, func() error { _, err := withTimeout(35*time.Second).List(ctx, metav1.ListOptions{}); return err })
+	above := certification.Try(start, func() error { _, err := withTimeout(35*time.Second).List(ctx, metav1.ListOptions{}); return err })
 	revert()
 	g.Expect(above.Code).To(Equal(503), "past the TLS handshake timeout: an explicit 503: %s", above)
 	g.Expect(above.Took).To(BeNumerically("<", 20*time.Second), "%s", above)
@@ -282,14 +249,14 @@ type kubernetesAPI = admissionv1client.MutatingAdmissionPolicyInterface
 
 // probe asks through sv for the new resource every interval for d and
 // returns what each request got.
-func probe(ctx context.Context, sv server, d, interval time.Duration) []outcome {
+func probe(ctx context.Context, sv server, d, interval time.Duration) []certification.Attempt {
 	cfg := rest.CopyConfig(sv.cfg)
 	cfg.Timeout = 35 * time.Second
 	cs, _ := clientAs(cfg)
-	var out []outcome
+	var out []certification.Attempt
 	start := time.Now()
 	for time.Since(start) < d {
-		out = append(out, attempt(start, func() error {
+		out = append(out, certification.Try(start, func() error {
 			_, err := cs.AdmissionregistrationV1().MutatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
 			return err
 		}))
@@ -298,15 +265,7 @@ func probe(ctx context.Context, sv server, d, interval time.Duration) []outcome 
 	return out
 }
 
-func codes(outs []outcome) map[int]int {
-	n := map[int]int{}
-	for _, o := range outs {
-		n[o.Code]++
-	}
-	return n
-}
-
-func timeline(outs []outcome) string {
+func timeline(outs []certification.Attempt) string {
 	var b strings.Builder
 	for _, o := range outs {
 		b.WriteString("\n  " + o.String())
@@ -322,16 +281,16 @@ func onlyPeerStopped(ctx context.Context, t *testing.T, _ *envconf.Config) conte
 	routeWorks(ctx, t, old)
 	inject(ctx, t, &faults.StopAPIServer{Node: peer.Node})
 	outs := probe(ctx, old, 30*time.Second, time.Second)
-	t.Logf("through %s after %s's apiserver stopped: %v%s", old.Name, peer.Name, codes(outs), timeline(outs))
+	t.Logf("through %s after %s's apiserver stopped: %v%s", old.Name, peer.Name, certification.Codes(outs), timeline(outs))
 	for _, o := range outs {
 		g.Expect(o.Took).To(BeNumerically("<", 35*time.Second), "no request hangs: %s", o)
 		g.Expect(o.Code).NotTo(Equal(200), "nothing left serves %s: %s", newResource, o)
 	}
-	v := certify.Verdict{ID: "mvp.fault.only-peer-gone", Outcome: certify.Pass, Evidence: []string{fmt.Sprintf("%v in 30 s", codes(outs))}}
-	if n := codes(outs)[404]; n > 0 {
+	v := certify.Verdict{ID: "mvp.fault.only-peer-gone", Outcome: certify.Pass, Evidence: []string{fmt.Sprintf("%v in 30 s", certification.Codes(outs))}}
+	if n := certification.Codes(outs)[404]; n > 0 {
 		v.Outcome = certify.Fail
 		v.Reason = fmt.Sprintf("with its only capable peer (%s) stopped, %s answered %d of %d requests for %s with 404, not 503 (%v in 30 s)",
-			peer.Name, old.Name, n, len(outs), newResource, codes(outs))
+			peer.Name, old.Name, n, len(outs), newResource, certification.Codes(outs))
 	}
 	s.Judge(t, v)
 	return ctx
@@ -345,8 +304,8 @@ func otherPeerServes(ctx context.Context, t *testing.T, _ *envconf.Config) conte
 	inject(ctx, t, &faults.StopAPIServer{Node: gone.Node})
 	cs, tr := old.traced()
 	outs := probe(ctx, old, 20*time.Second, 500*time.Millisecond)
-	t.Logf("through %s after %s's apiserver stopped: %v%s", old.Name, gone.Name, codes(outs), timeline(outs))
-	s.Measured(t, "one of two capable peers (%s) stopped: %s answered %v over 20 s", gone.Name, old.Name, codes(outs))
+	t.Logf("through %s after %s's apiserver stopped: %v%s", old.Name, gone.Name, certification.Codes(outs), timeline(outs))
+	s.Measured(t, "one of two capable peers (%s) stopped: %s answered %v over 20 s", gone.Name, old.Name, certification.Codes(outs))
 	for _, o := range outs {
 		g.Expect(o.Code).NotTo(Equal(404), "a false 404 while %s serves %s: %s", win.New[1].Name, newResource, o)
 	}
