@@ -140,7 +140,7 @@ func (r *run) judgeAll(ctx context.Context) {
 					rolling = append(rolling, p)
 				}
 			}
-			r.judge(CheckRestarts(r.monitor.Stop(), RolloutMeant(rolling)))
+			r.judge(r.monitor.Judge(RolloutMeant(rolling)))
 		}
 		if r.c != nil && r.in.Evidence != "" {
 			// Kept on a pass as on a failure: what the verdicts rest on.

@@ -1,7 +1,10 @@
-// Package restarts watches every Pod of a cluster for containers that
-// start again - a crash, an OOM kill, a liveness failure, a component
-// killed from outside - so a run can tell the restarts a step meant (a
-// rollout restarting the control plane) from the ones nothing meant.
+// Package restarts watches a cluster for what nothing should do unasked:
+// a container that starts again (a crash, an OOM kill, a liveness
+// failure, a component killed from outside), a kubelet or containerd
+// that restarts, a node that stops being Ready, a Pod the kubelet evicts,
+// a container the kernel kills for memory. A run tells the events a step
+// meant (a rollout restarting the control plane, a fault killing an
+// apiserver) from the ones nothing meant with Meant and Check.
 package restarts
 
 import (
@@ -18,58 +21,126 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// Restart is one container that started again, as its kubelet reported it.
-type Restart struct {
-	// Time is when the previous instance ended (its terminated state's
-	// finishedAt), else when the restart was seen.
+// The kinds of Event.
+const (
+	// Container: a container of a Pod started again (its restart count rose).
+	Container = "container"
+	// Kubelet and Containerd: the node's systemd started the unit again
+	// after the node had been Ready.
+	Kubelet    = "kubelet"
+	Containerd = "containerd"
+	// NotReady: a node's Ready condition left True.
+	NotReady = "not-ready"
+	// Evicted: the kubelet evicted a Pod (node pressure).
+	Evicted = "evicted"
+	// OOMKilled: a container the kernel killed for memory that was not
+	// started again (a Pod that does not restart it); one that was is a
+	// Container event with reason OOMKilled.
+	OOMKilled = "oom-killed"
+)
+
+// Event is one thing the monitor saw happen.
+type Event struct {
+	Kind string `json:"kind"`
+	// Time is when it happened: when the previous instance ended (a
+	// terminated state's finishedAt), the unit started again, the
+	// condition changed; else when the monitor saw it.
 	Time      time.Time `json:"time"`
 	Phase     string    `json:"phase"`
 	Node      string    `json:"node"`
-	Namespace string    `json:"namespace"`
-	Pod       string    `json:"pod"`
-	Container string    `json:"container"`
+	Namespace string    `json:"namespace,omitempty"`
+	Pod       string    `json:"pod,omitempty"`
+	// Container is the container's name, or the unit (kubelet,
+	// containerd) for a unit's restart.
+	Container string `json:"container,omitempty"`
 	// Count is the container's restart count after it.
-	Count    int32  `json:"count"`
-	ExitCode int32  `json:"exitCode"`
-	Reason   string `json:"reason,omitempty"` // Error, OOMKilled, Completed, ...
+	Count    int32 `json:"count,omitempty"`
+	ExitCode int32 `json:"exitCode,omitempty"`
+	// Reason is the kubelet's or systemd's word for how it ended: Error,
+	// OOMKilled, StartError, killed, exited, KubeletNotReady, ...
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
 	// Logs are the last lines the previous instance wrote.
 	Logs []string `json:"logs,omitempty"`
 }
 
-func (r Restart) String() string {
-	return fmt.Sprintf("%s %s/%s container %s on %s restarted (count %d, exit code %d %s) in phase %q",
-		r.Time.UTC().Format(time.RFC3339), r.Namespace, r.Pod, r.Container, r.Node, r.Count, r.ExitCode, r.Reason, r.Phase)
+func (e Event) String() string {
+	at := e.Time.UTC().Format(time.RFC3339)
+	var what string
+	switch e.Kind {
+	case Kubelet, Containerd:
+		how := fmt.Sprintf("its process ended: %s, status %d", e.Reason, e.ExitCode)
+		if e.Reason == "stopped" {
+			how = "it was stopped"
+		}
+		what = fmt.Sprintf("%s on %s started again (%s)", e.Container, e.Node, how)
+	case NotReady:
+		what = fmt.Sprintf("node %s not Ready (%s: %s)", e.Node, e.Reason, e.Message)
+	case Evicted:
+		what = fmt.Sprintf("%s/%s on %s evicted by its kubelet (%s)", e.Namespace, e.Pod, e.Node, e.Message)
+	case OOMKilled:
+		what = fmt.Sprintf("%s/%s container %s on %s killed for memory (exit code %d)", e.Namespace, e.Pod, e.Container, e.Node, e.ExitCode)
+	default:
+		what = fmt.Sprintf("%s/%s container %s on %s restarted (count %d, exit code %d %s)", e.Namespace, e.Pod, e.Container, e.Node, e.Count, e.ExitCode, e.Reason)
+	}
+	return fmt.Sprintf("%s %s in phase %q", at, what, e.Phase)
 }
 
-// logLines is how many of a restarted container's last lines are kept.
+// logLines is how many of a restarted component's last lines are kept.
 const logLines = 5
 
-// Monitor keeps the restarts it has seen since Start.
+// Monitor keeps the events it has seen since Start.
 type Monitor struct {
 	cs     kubernetes.Interface
 	stop   chan struct{}
 	once   sync.Once
 	mu     sync.Mutex
 	phase  string
-	seen   []Restart
+	seen   []Event
 	wg     sync.WaitGroup
 	logCtx context.Context
+	// journals follow each Ready node's systemd journal; cancelled by Stop.
+	journals      context.Context
+	stopJournals  context.CancelFunc
+	followed      map[string]bool
+	exits         map[string]exit
+	journalErrors []string
 }
 
-// Start watches every Pod through cs (an informer: it relists and
-// rewatches across apiserver restarts, and a relist still shows a restart
-// count that rose while the watch was down). Restarts before Start are
-// not counted.
+// Start watches every Pod and Node through cs (informers: they relist and
+// rewatch across apiserver restarts, and a relist still shows a restart
+// count that rose while the watch was down), and the kubelet and
+// containerd units of every node once it is Ready. Events before Start
+// are not counted.
 func Start(ctx context.Context, cs kubernetes.Interface) (*Monitor, error) {
-	m := &Monitor{cs: cs, stop: make(chan struct{}), phase: "start", logCtx: context.WithoutCancel(ctx)}
+	m := &Monitor{cs: cs, stop: make(chan struct{}), phase: "start", logCtx: context.WithoutCancel(ctx),
+		followed: map[string]bool{}, exits: map[string]exit{}}
+	m.journals, m.stopJournals = context.WithCancel(context.WithoutCancel(ctx))
 	factory := informers.NewSharedInformerFactory(cs, 0)
-	inf := factory.Core().V1().Pods().Informer()
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	pods := factory.Core().V1().Pods().Informer()
+	if _, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(oldObj, newObj any) {
 			before, ok1 := oldObj.(*corev1.Pod)
 			after, ok2 := newObj.(*corev1.Pod)
 			if ok1 && ok2 {
-				m.compare(before, after)
+				m.comparePods(before, after)
+			}
+		},
+	}); err != nil {
+		return nil, err
+	}
+	nodes := factory.Core().V1().Nodes().Informer()
+	if _, err := nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if n, ok := obj.(*corev1.Node); ok && ready(n) != nil && ready(n).Status == corev1.ConditionTrue {
+				m.follow(n.Name, time.Now())
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			before, ok1 := oldObj.(*corev1.Node)
+			after, ok2 := newObj.(*corev1.Node)
+			if ok1 && ok2 {
+				m.compareNodes(before, after)
 			}
 		},
 	}); err != nil {
@@ -85,74 +156,146 @@ func Start(ctx context.Context, cs kubernetes.Interface) (*Monitor, error) {
 	return m, nil
 }
 
-// Phase names the phase the restarts seen from now on belong to.
+// Phase names the phase the events seen from now on belong to.
 func (m *Monitor) Phase(name string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.phase = name
 }
 
-// Stop ends the watch and returns every restart seen, in time order.
-func (m *Monitor) Stop() []Restart {
-	m.once.Do(func() { close(m.stop) })
-	m.wg.Wait() // the log reads under way
-	return m.Restarts()
+// Stop ends the watches and returns every event seen, in time order.
+func (m *Monitor) Stop() []Event {
+	m.once.Do(func() {
+		close(m.stop)
+		m.stopJournals()
+	})
+	m.wg.Wait() // the log reads and journal followers under way
+	return m.Events()
 }
 
-// Restarts are the restarts seen so far, in time order.
-func (m *Monitor) Restarts() []Restart {
+// Events are the events seen so far, in time order.
+func (m *Monitor) Events() []Event {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := append([]Restart(nil), m.seen...)
+	out := append([]Event(nil), m.seen...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
 	return out
 }
 
-// compare records every container of after whose restart count rose
-// since before: init containers (native sidecars among them) too.
-func (m *Monitor) compare(before, after *corev1.Pod) {
+// Gaps says where the monitor could not look: a node's journal that could
+// not be followed. A run reports them; they are not events.
+func (m *Monitor) Gaps() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.journalErrors...)
+}
+
+// add records e in the current phase and returns its index.
+func (m *Monitor) add(e Event) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e.Phase = m.phase
+	m.seen = append(m.seen, e)
+	return len(m.seen) - 1
+}
+
+// setLogs attaches the last lines read for event i.
+func (m *Monitor) setLogs(i int, lines []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seen[i].Logs = lines
+}
+
+// comparePods records every container of after whose restart count rose
+// since before (init containers, native sidecars among them, too), a
+// container newly killed for memory that was not started again, and a
+// Pod the kubelet newly evicted.
+func (m *Monitor) comparePods(before, after *corev1.Pod) {
 	if before.UID != after.UID {
 		return // a new Pod under the same name starts from zero
 	}
-	counts := map[string]int32{}
-	for _, st := range append(append([]corev1.ContainerStatus{}, before.Status.InitContainerStatuses...), before.Status.ContainerStatuses...) {
-		counts[st.Name] = st.RestartCount
+	if after.Status.Reason == "Evicted" && before.Status.Reason != "Evicted" {
+		m.add(Event{Kind: Evicted, Time: time.Now(), Node: after.Spec.NodeName, Namespace: after.Namespace, Pod: after.Name,
+			Reason: after.Status.Reason, Message: after.Status.Message})
 	}
-	for _, st := range append(append([]corev1.ContainerStatus{}, after.Status.InitContainerStatuses...), after.Status.ContainerStatuses...) {
-		if st.RestartCount <= counts[st.Name] {
+	was := map[string]corev1.ContainerStatus{}
+	for _, st := range statuses(before) {
+		was[st.Name] = st
+	}
+	for _, st := range statuses(after) {
+		prev := was[st.Name]
+		if st.RestartCount > prev.RestartCount {
+			e := Event{Kind: Container, Time: time.Now(), Node: after.Spec.NodeName, Namespace: after.Namespace, Pod: after.Name,
+				Container: st.Name, Count: st.RestartCount}
+			if t := st.LastTerminationState.Terminated; t != nil {
+				e.ExitCode, e.Reason = t.ExitCode, t.Reason
+				if !t.FinishedAt.IsZero() {
+					e.Time = t.FinishedAt.Time
+				}
+			}
+			i := m.add(e)
+			m.wg.Add(1)
+			go m.readLogs(i, e)
 			continue
 		}
-		r := Restart{Time: time.Now(), Node: after.Spec.NodeName, Namespace: after.Namespace, Pod: after.Name,
-			Container: st.Name, Count: st.RestartCount}
-		if t := st.LastTerminationState.Terminated; t != nil {
-			r.ExitCode, r.Reason = t.ExitCode, t.Reason
-			if !t.FinishedAt.IsZero() {
-				r.Time = t.FinishedAt.Time
+		if t := st.State.Terminated; t != nil && t.Reason == "OOMKilled" && prev.State.Terminated == nil {
+			e := Event{Kind: OOMKilled, Time: t.FinishedAt.Time, Node: after.Spec.NodeName, Namespace: after.Namespace, Pod: after.Name,
+				Container: st.Name, ExitCode: t.ExitCode, Reason: t.Reason}
+			if e.Time.IsZero() {
+				e.Time = time.Now()
 			}
+			m.add(e)
 		}
-		m.mu.Lock()
-		r.Phase = m.phase
-		m.seen = append(m.seen, r)
-		i := len(m.seen) - 1
-		m.mu.Unlock()
-		m.wg.Add(1)
-		go m.readLogs(i, r)
 	}
+}
+
+func statuses(p *corev1.Pod) []corev1.ContainerStatus {
+	return append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
 }
 
 // readLogs keeps the last lines the restarted container's previous
 // instance wrote, read at once: the Pod may be gone later.
-func (m *Monitor) readLogs(i int, r Restart) {
+func (m *Monitor) readLogs(i int, e Event) {
 	defer m.wg.Done()
 	ctx, cancel := context.WithTimeout(m.logCtx, 10*time.Second)
 	defer cancel()
 	tail := int64(logLines)
-	raw, err := m.cs.CoreV1().Pods(r.Namespace).GetLogs(r.Pod, &corev1.PodLogOptions{Container: r.Container, Previous: true, TailLines: &tail}).DoRaw(ctx)
+	raw, err := m.cs.CoreV1().Pods(e.Namespace).GetLogs(e.Pod, &corev1.PodLogOptions{Container: e.Container, Previous: true, TailLines: &tail}).DoRaw(ctx)
 	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
 	if err != nil {
 		lines = []string{"(the previous instance's log could not be read: " + err.Error() + ")"}
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.seen[i].Logs = lines
+	m.setLogs(i, lines)
+}
+
+func ready(n *corev1.Node) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == corev1.NodeReady {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// compareNodes records a node whose Ready condition left True, and
+// follows the journal of one that became Ready.
+func (m *Monitor) compareNodes(before, after *corev1.Node) {
+	if before.UID != after.UID {
+		return
+	}
+	was, now := ready(before), ready(after)
+	if now == nil {
+		return
+	}
+	if now.Status == corev1.ConditionTrue {
+		m.follow(after.Name, time.Now())
+		return
+	}
+	if was != nil && was.Status == corev1.ConditionTrue {
+		e := Event{Kind: NotReady, Time: now.LastTransitionTime.Time, Node: after.Name, Reason: now.Reason, Message: now.Message}
+		if e.Time.IsZero() {
+			e.Time = time.Now()
+		}
+		m.add(e)
+	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/harness/restarts"
 	"github.com/skewer-k8s/skewer/harness/version"
 	"github.com/skewer-k8s/skewer/internal/source"
 )
@@ -60,16 +61,22 @@ type Suite struct {
 	mu      sync.Mutex
 	records []Record
 	waivers certify.Waivers
+	// monitor watches the cluster for restarts from the suite's start to
+	// its teardown; spans are the features that ran, with what each
+	// declared it restarts.
+	monitor    *restarts.Monitor
+	spans      []restarts.Span
+	unexpected atomic.Bool // cluster.no-unexpected-restarts failed
 }
 
 // Created says whether the suite made its cluster (and so may delete it).
 func (s *Suite) Created() bool { return s.created }
 
-// Failed says whether any test of the suite has failed so far, or the
-// suite was stopped (Ctrl-C, SIGTERM, the harness deadline): either way
+// Failed says whether any test of the suite has failed so far, a restart
+// nothing meant was judged, or the suite was stopped (Ctrl-C, SIGTERM, the harness deadline): either way
 // the cluster is evidence to export before it goes.
 func (s *Suite) Failed() bool {
-	return s.failed.Load() || (s.ctx != nil && s.ctx.Err() != nil)
+	return s.failed.Load() || s.unexpected.Load() || (s.ctx != nil && s.ctx.Err() != nil)
 }
 
 // artifactsDir is $ARTIFACTS, else _artifacts at the root of the checkout
@@ -135,7 +142,9 @@ func run(m *testing.M, profile string, out **Suite) (int, error) {
 	if cause := context.Cause(s.ctx); cause != nil {
 		fmt.Fprintf(os.Stderr, "suite: stopped (%v): teardown\n", cause)
 	}
-	s.teardown(code != 0 || s.Failed())
+	if s.teardown(code != 0 || s.Failed()) && code == 0 {
+		code = 1 // a restart nothing meant
+	}
 	return exitCode(code, context.Cause(s.ctx)), nil
 }
 
@@ -154,6 +163,8 @@ func (s *Suite) newEnv(cfg *envconf.Config) (env.Environment, error) {
 		}
 		return ctx, nil
 	})
+	e.BeforeEachFeature(s.featureStarts)
+	e.AfterEachFeature(s.featureEnds)
 	e.AfterEachTest(func(ctx context.Context, _ *envconf.Config, t *testing.T) (context.Context, error) {
 		if t.Failed() {
 			s.failed.Store(true)
@@ -207,6 +218,9 @@ func (s *Suite) setup(ctx context.Context, profile string, deadline time.Duratio
 		s.Cluster, s.created = c, true
 	}
 	s.Artifacts = filepath.Join(artifactsDir(), "clusters", s.Cluster.Name)
+	if err := s.watch(ctx); err != nil {
+		return err
+	}
 	s.printConfig(time.Since(start), deadline)
 	return nil
 }
@@ -232,14 +246,18 @@ func (s *Suite) printConfig(took, deadline time.Duration) {
 	fmt.Fprintf(os.Stderr, "--- effective configuration ---\n%s-------------------------------\n", b)
 }
 
-// teardown exports evidence when something failed and deletes what this
-// suite created unless told to keep it. It runs once, with its own context.
-func (s *Suite) teardown(failed bool) {
+// teardown judges the restarts the suite saw, exports evidence when
+// something failed and deletes what this suite created unless told to
+// keep it. It runs once, with its own context, and says whether the
+// suite failed.
+func (s *Suite) teardown(failed bool) bool {
 	s.once.Do(func() {
 		if s.Cluster == nil { // the hard path, while the cluster was being made
 			fmt.Fprintln(os.Stderr, "suite: stopped before the cluster was ready: `kind get clusters` shows what was left")
 			return
 		}
+		s.JudgeRestarts()
+		failed = failed || s.unexpected.Load()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		if err := s.writeReport(); err != nil {
@@ -259,4 +277,5 @@ func (s *Suite) teardown(failed bool) {
 			fmt.Fprintln(os.Stderr, "suite:", err)
 		}
 	})
+	return failed
 }

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 )
 
 // Error is a failed command with the output it produced.
@@ -47,7 +48,8 @@ type Cmd struct {
 	Dir   string
 	Env   []string // added to the process environment
 	Stdin io.Reader
-	// Log, when set, receives the combined output as it is produced.
+	// Log, when set, receives the combined output as it is produced,
+	// from one goroutine at a time.
 	Log io.Writer
 }
 
@@ -59,14 +61,14 @@ func Command(args ...string) *Cmd { return &Cmd{Args: args} }
 func (c *Cmd) Output(ctx context.Context) ([]byte, error) {
 	var stdout, combined bytes.Buffer
 	cmd := c.build(ctx)
-	outs := []io.Writer{&stdout, &combined}
-	errs := []io.Writer{&combined}
+	// os/exec copies stdout and stderr in two goroutines: what both write
+	// to is written under one lock.
+	both := &lockedWriter{w: &combined}
 	if c.Log != nil {
-		outs = append(outs, c.Log)
-		errs = append(errs, c.Log)
+		both.w = io.MultiWriter(&combined, c.Log)
 	}
-	cmd.Stdout = io.MultiWriter(outs...)
-	cmd.Stderr = io.MultiWriter(errs...)
+	cmd.Stdout = io.MultiWriter(&stdout, both)
+	cmd.Stderr = both
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
@@ -96,4 +98,15 @@ func (c *Cmd) build(ctx context.Context) *exec.Cmd {
 		cmd.Env = append(os.Environ(), c.Env...)
 	}
 	return cmd
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

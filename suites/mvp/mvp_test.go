@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	"github.com/skewer-k8s/skewer/harness/certification"
+	"github.com/skewer-k8s/skewer/harness/restarts"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 	"github.com/skewer-k8s/skewer/harness/suite"
 )
@@ -31,6 +32,7 @@ var before *corev1.ConfigMap
 // the older two must forward what only it serves.
 func TestWindowOne(t *testing.T) {
 	f := features.New("mixed window, one control plane at the newer version").WithLabel("area", "mvp").WithLabel("disruptive", "true").WithLabel("slow", "true").
+		WithLabel(suite.RestartsLabel, restarts.ControlPlane).
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			markBefore(ctx, t)
 			win = holdWindow(ctx, t, 1)
@@ -56,6 +58,7 @@ func TestWindowOne(t *testing.T) {
 // control plane to the older version.
 func TestRollback(t *testing.T) {
 	f := features.New("the switch and the rollback").WithLabel("area", "mvp").WithLabel("disruptive", "true").WithLabel("slow", "true").
+		WithLabel(suite.RestartsLabel, restarts.ControlPlane).
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			if win == nil {
 				win = holdWindow(ctx, t, 1)
@@ -72,6 +75,7 @@ func TestRollback(t *testing.T) {
 // old one has two capable peers.
 func TestWindowTwo(t *testing.T) {
 	f := features.New("mixed window, two control planes at the newer version").WithLabel("area", "mvp").WithLabel("disruptive", "true").WithLabel("slow", "true").
+		WithLabel(suite.RestartsLabel, restarts.ControlPlane).
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			win = holdWindow(ctx, t, 2)
 			return ctx
@@ -87,6 +91,7 @@ func TestWindowTwo(t *testing.T) {
 // the newer version, and the traffic that ran since the rollback judged.
 func TestThrough(t *testing.T) {
 	f := features.New("the surge rollout carried through under traffic").WithLabel("area", "rollout").WithLabel("disruptive", "true").WithLabel("slow", "true").
+		WithLabel(suite.RestartsLabel, restarts.ControlPlane).
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			if load == nil {
 				load = s.StartTraffic(ctx, t, trafficNamespace)

@@ -17,7 +17,9 @@ import (
 
 	"github.com/skewer-k8s/skewer/harness/certification"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/harness/restarts"
 	"github.com/skewer-k8s/skewer/harness/rollout"
+	"github.com/skewer-k8s/skewer/harness/suite"
 	"github.com/skewer-k8s/skewer/harness/version"
 	"github.com/skewer-k8s/skewer/internal/docker"
 )
@@ -67,6 +69,7 @@ func TestInterrupted(t *testing.T) {
 	var before *corev1.ConfigMap
 	var snap string
 	f := features.New("an interrupted rollout is recovered by a rollback").WithLabel("area", "rollout").WithLabel("disruptive", "true").WithLabel("slow", "true").
+		WithLabel(suite.RestartsLabel, restarts.ControlPlane).
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			g := NewWithT(t)
 			var err error

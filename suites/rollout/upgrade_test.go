@@ -11,6 +11,7 @@ import (
 
 	"github.com/skewer-k8s/skewer/harness/certification"
 	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/restarts"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 	"github.com/skewer-k8s/skewer/harness/suite"
 	"github.com/skewer-k8s/skewer/harness/version"
@@ -23,6 +24,7 @@ func TestInPlace(t *testing.T) {
 	var load *suite.Load
 	var before *corev1.ConfigMap
 	f := features.New("in-place rollout under traffic").WithLabel("area", "rollout").WithLabel("disruptive", "true").WithLabel("slow", "true").
+		WithLabel(suite.RestartsLabel, restarts.ControlPlane).
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			load = s.StartTraffic(ctx, t, "skewer-traffic-inplace")
 			var err error

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	"github.com/skewer-k8s/skewer/harness/sidecar"
+	"github.com/skewer-k8s/skewer/harness/suite"
 )
 
 // TestMigration moves a helper to a native sidecar namespace by namespace,
@@ -21,6 +22,8 @@ import (
 // legacy template.
 func TestMigration(t *testing.T) {
 	f := features.New("migration in batches").WithLabel("area", "sidecar").
+		// The fixture's sidecar "proxy" crashes on purpose.
+		WithLabel(suite.RestartsLabel, "proxy").
 		Assess("a breach stops the expansion; the rollback restores the legacy templates", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			g := NewWithT(t)
 			cs := client(t)

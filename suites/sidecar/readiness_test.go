@@ -16,12 +16,15 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	"github.com/skewer-k8s/skewer/fixtures"
+	"github.com/skewer-k8s/skewer/harness/suite"
 )
 
 // TestReadiness: a native sidecar's readiness gates its Pod's, and a
 // sidecar that crashes is restarted alone.
 func TestReadiness(t *testing.T) {
 	f := features.New("readiness and restarts").WithLabel("area", "sidecar").
+		// The fixture's sidecar "proxy" crashes on purpose.
+		WithLabel(suite.RestartsLabel, "proxy").
 		Assess("a sidecar that never turns ready keeps its Pod out of the Service and halts the rollout", readinessHalts).
 		Assess("a sidecar that crashes is restarted alone, on every kubelet", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			for _, w := range workers(ctx, t) {

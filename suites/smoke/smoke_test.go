@@ -18,10 +18,10 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	"github.com/skewer-k8s/skewer/harness/audit"
-	"github.com/skewer-k8s/skewer/harness/certification"
 	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/restarts"
+	"github.com/skewer-k8s/skewer/harness/suite"
 	"github.com/skewer-k8s/skewer/internal/docker"
 	"github.com/skewer-k8s/skewer/internal/run"
 	"github.com/skewer-k8s/skewer/internal/source"
@@ -241,13 +241,18 @@ func cliGetAndExport(ctx context.Context, t *testing.T, _ *envconf.Config) conte
 	return ctx
 }
 
-// TestUnplannedRestartIsCaught kills a component no step means to touch:
-// the restart monitor certify runs sees it, with its node, exit code and
-// last log lines, and cluster.no-unexpected-restarts fails naming it.
+// TestUnplannedRestartIsCaught kills a component and restarts a kubelet,
+// as an OOM killer or an operator would: a monitor like the one every suite
+// and certify run sees both, with node, exit status and last log lines, and
+// cluster.no-unexpected-restarts fails naming them when no step declared
+// them. This feature declares them (label restarts), so the suite's own
+// verdict, judged at its end on the same events, stays a pass.
 func TestUnplannedRestartIsCaught(t *testing.T) {
 	f := features.New("a component killed from outside fails cluster.no-unexpected-restarts").
 		WithLabel("area", "smoke").WithLabel("disruptive", "true").
-		Assess("CoreDNS killed on its node is a restart nothing meant", killedCoreDNS).
+		WithLabel(suite.RestartsLabel, "coredns").WithLabel(suite.RestartsLabel, restarts.Kubelet).
+		WithLabel(suite.RestartsLabel, restarts.NotReady).
+		Assess("CoreDNS killed and a kubelet restarted are events nothing meant", killedCoreDNS).
 		Feature()
 	s.Env.Test(t, f)
 }
@@ -268,13 +273,21 @@ func killedCoreDNS(ctx context.Context, t *testing.T, _ *envconf.Config) context
 	// Every coredns process on that node, as an OOM killer or an operator would.
 	_, err = node.Run(ctx, "pkill", "-9", "-x", "coredns")
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Eventually(monitor.Restarts).WithTimeout(2*time.Minute).WithPolling(time.Second).
-		Should(ContainElement(HaveField("Pod", victim.Name)), "the monitor sees %s restart", victim.Name)
-	v := certification.CheckRestarts(monitor.Stop(), certification.RolloutMeant(nil))
+	_, err = node.Run(ctx, "systemctl", "restart", "kubelet")
+	g.Expect(err).NotTo(HaveOccurred())
+	for name, saw := range map[string]func() []restarts.Event{"this test's monitor": monitor.Events, "the suite's monitor": s.Events} {
+		g.Eventually(saw).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(And(
+			ContainElement(HaveField("Pod", victim.Name)),
+			ContainElement(And(HaveField("Kind", restarts.Kubelet), HaveField("Node", node.Name))),
+		), "%s sees %s restart and the kubelet of %s start again", name, victim.Name, node.Name)
+	}
+	v := monitor.Judge(restarts.Meant(nil))
 	g.Expect(v.Outcome).To(Equal(certify.Fail), "%+v", v)
 	// Every CoreDNS Pod on that node was killed; the victim is among them.
 	g.Expect(v.Evidence).To(ContainElement(And(ContainSubstring("kube-system/"+victim.Name+" container coredns on "+node.Name),
 		ContainSubstring("exit code 137"))), "%+v", v)
+	g.Expect(v.Evidence).To(ContainElement(ContainSubstring("kubelet on "+node.Name+" started again")), "%+v", v)
+	g.Expect(v.Evidence).NotTo(ContainElement(HavePrefix("not watched")), "%+v", v)
 	s.Measured(t, "cluster.no-unexpected-restarts: %s", v.Reason)
 	// The kubelet brings it back; later tests start from a working cluster.
 	g.Eventually(func() (bool, error) {
@@ -301,6 +314,10 @@ func TestDeleteLeavesNothing(t *testing.T) {
 	}
 	g := NewWithT(t)
 	ctx := context.Background()
+	s.JudgeRestarts() // while the cluster is there to watch
+	if s.Failed() {
+		t.Skip("a restart nothing meant: the cluster stays until teardown has exported its evidence")
+	}
 	g.Expect(s.Cluster.Delete(ctx, false)).To(Succeed())
 	containers, err := docker.Containers(ctx, "label=io.x-k8s.kind.cluster="+s.Cluster.Name)
 	g.Expect(err).NotTo(HaveOccurred())

@@ -1,0 +1,158 @@
+package restarts
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/skewer-k8s/skewer/internal/run"
+)
+
+// units are the node services whose restarts the monitor follows, by the
+// name systemd gives them.
+var units = map[string]string{"kubelet.service": Kubelet, "containerd.service": Containerd}
+
+// systemd's journal message IDs (sd-messages.h): a unit's start job done,
+// and a unit's main process exited.
+const (
+	unitStarted = "39f53479d3a045ac8e11786248231fbf"
+	unitExited  = "98e322203f7a4ed290d09fe03c09fe15"
+)
+
+// follow starts following the systemd journal of node (a kind node's
+// container has the node's name) from since, once per node: a start of
+// the kubelet or containerd after the node was Ready is an event. The
+// follower ends when the node's container goes or the monitor stops.
+func (m *Monitor) follow(node string, since time.Time) {
+	m.mu.Lock()
+	if m.followed[node] || m.journals.Err() != nil {
+		m.mu.Unlock()
+		return
+	}
+	m.followed[node] = true
+	m.mu.Unlock()
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		if err := m.followJournal(node, since); err != nil {
+			m.mu.Lock()
+			m.journalErrors = append(m.journalErrors, fmt.Sprintf("the journal of %s: %v", node, err))
+			m.mu.Unlock()
+		}
+	}()
+}
+
+// followJournal runs journalctl -f in the node, as systemd (PID 1) logs
+// about the units. The follower inside the node is stopped by closing its
+// stdin, so no journalctl outlives the monitor in a cluster that stays.
+func (m *Monitor) followJournal(node string, since time.Time) error {
+	stdin, closeStdin := io.Pipe()
+	ctx, cancel := context.WithCancel(m.logCtx)
+	defer cancel()
+	go func() {
+		<-m.journals.Done()
+		closeStdin.Close()
+		// A node that does not answer is left after a grace.
+		time.AfterFunc(10*time.Second, cancel)
+	}()
+	args := []string{"journalctl", "--follow", "--output=json", "--no-tail", "--since=@" + strconv.FormatInt(since.Unix(), 10), "_PID=1"}
+	for unit := range units {
+		args = append(args, "UNIT="+unit)
+	}
+	script := strings.Join(args, " ") + " & f=$!; cat >/dev/null; kill $f"
+	lines := &lineWriter{line: func(b []byte) { m.journalLine(node, b) }}
+	cmd := run.Command("docker", "exec", "-i", node, "sh", "-c", script)
+	cmd.Stdin, cmd.Log = stdin, lines
+	err := cmd.Run(ctx)
+	if m.journals.Err() != nil || strings.Contains(fmt.Sprint(err), "No such container") || strings.Contains(fmt.Sprint(err), "is not running") {
+		return nil // stopped, or the node went: everything it logged was read
+	}
+	return err
+}
+
+// exit is how a unit's last process ended, kept per node and unit.
+type exit struct {
+	code   string
+	status int32
+	at     time.Time
+}
+
+// journalLine reads one journal entry of a node.
+func (m *Monitor) journalLine(node string, b []byte) {
+	var entry map[string]any
+	if json.Unmarshal(b, &entry) != nil {
+		return // journalctl's own notices
+	}
+	field := func(k string) string { s, _ := entry[k].(string); return s }
+	kind, ok := units[field("UNIT")]
+	if !ok {
+		return
+	}
+	at := time.Now()
+	if us, err := strconv.ParseInt(field("__REALTIME_TIMESTAMP"), 10, 64); err == nil {
+		at = time.UnixMicro(us)
+	}
+	key := node + "/" + kind
+	switch field("MESSAGE_ID") {
+	case unitExited:
+		status, _ := strconv.Atoi(field("EXIT_STATUS"))
+		m.mu.Lock()
+		m.exits[key] = exit{code: field("EXIT_CODE"), status: int32(status), at: at}
+		m.mu.Unlock()
+	case unitStarted:
+		if field("JOB_RESULT") != "done" {
+			return
+		}
+		m.mu.Lock()
+		last := m.exits[key]
+		m.mu.Unlock()
+		e := Event{Kind: kind, Time: at, Node: node, Container: kind, Reason: last.code, ExitCode: last.status}
+		if e.Reason == "" {
+			e.Reason = "stopped" // stopped by a command, not by its process exiting
+		}
+		i := m.add(e)
+		m.wg.Add(1)
+		go m.readUnitLogs(i, node, kind, last.at)
+	}
+}
+
+// readUnitLogs keeps the last lines a unit wrote before its process ended.
+func (m *Monitor) readUnitLogs(i int, node, kind string, until time.Time) {
+	defer m.wg.Done()
+	ctx, cancel := context.WithTimeout(m.logCtx, 10*time.Second)
+	defer cancel()
+	args := []string{"docker", "exec", node, "journalctl", "--output=cat", "--lines=" + strconv.Itoa(logLines), "_SYSTEMD_UNIT=" + kind + ".service"}
+	if !until.IsZero() {
+		args = append(args, "--until=@"+strconv.FormatInt(until.Unix()+1, 10))
+	}
+	out, err := run.Command(args...).String(ctx)
+	lines := strings.Split(out, "\n")
+	if err != nil {
+		lines = []string{"(the unit's log could not be read: " + err.Error() + ")"}
+	}
+	m.setLogs(i, lines)
+}
+
+// lineWriter hands each complete line written to it to line.
+// run.Cmd writes its Log from one goroutine at a time.
+type lineWriter struct {
+	buf  []byte
+	line func([]byte)
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		w.line(w.buf[:i])
+		w.buf = w.buf[i+1:]
+	}
+}

@@ -1,0 +1,106 @@
+package restarts
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/skewer-k8s/skewer/harness/certify"
+)
+
+// The words a step declares what it restarts with, besides an event's
+// kind (kubelet, containerd, not-ready, evicted, oom-killed) and a
+// container's name (coredns).
+const (
+	// ControlPlane is what a rollout or a control-plane fault restarts: the
+	// control plane's static Pods (kube-apiserver, kube-controller-manager,
+	// kube-scheduler, etcd), the kubelet of a node it acts on and that
+	// node's Ready condition, and any container whose start the kubelet's
+	// restart cut short (StartError: "failed to create shim task: context
+	// canceled"). Not CoreDNS, kube-proxy, the CNI or containerd.
+	ControlPlane = "control-plane"
+	// Workloads are containers outside kube-system: a test's own Pods that
+	// crash on purpose.
+	Workloads = "workloads"
+)
+
+// controlPlaneContainers are the containers of the static Pods a rollout
+// restarts on the node it acts on.
+var controlPlaneContainers = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd"}
+
+// Span is a stretch of a run in which a step meant to restart what
+// Restarts names.
+type Span struct {
+	Name       string
+	Start, End time.Time
+	Restarts   []string
+}
+
+// covers says whether the word w names e.
+func covers(w string, e Event) bool {
+	switch w {
+	case ControlPlane:
+		switch e.Kind {
+		case Kubelet, NotReady:
+			return true
+		case Container:
+			static := e.Namespace == "kube-system" && slices.Contains(controlPlaneContainers, e.Container) && strings.HasPrefix(e.Pod, e.Container+"-")
+			return static || e.Reason == "StartError"
+		}
+		return false
+	case Workloads:
+		return e.Kind == Container && e.Namespace != "kube-system"
+	}
+	return w == e.Kind || (e.Kind == Container && w == e.Container)
+}
+
+// Meant says of an event whether a span that covers its time names it.
+// The kubelet reports times to the second, so a span starts at its
+// second.
+func Meant(spans []Span) func(Event) bool {
+	return func(e Event) bool {
+		return slices.ContainsFunc(spans, func(s Span) bool {
+			if e.Time.Before(s.Start.Truncate(time.Second)) || e.Time.After(s.End) {
+				return false
+			}
+			return slices.ContainsFunc(s.Restarts, func(w string) bool { return covers(w, e) })
+		})
+	}
+}
+
+// Check judges cluster.no-unexpected-restarts on the events a run saw:
+// each one meant is evidence, any other fails the promise, named with its
+// node, time, exit code and last log lines.
+func Check(seen []Event, meant func(Event) bool) certify.Verdict {
+	const id = "cluster.no-unexpected-restarts"
+	var expected, unexpected []string
+	for _, e := range seen {
+		if meant(e) {
+			expected = append(expected, "meant: "+e.String())
+			continue
+		}
+		line := e.String()
+		if len(e.Logs) > 0 {
+			line += "; last lines: " + strings.Join(e.Logs, " | ")
+		}
+		unexpected = append(unexpected, line)
+	}
+	if len(unexpected) > 0 {
+		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: append(unexpected, expected...),
+			Reason: fmt.Sprintf("%d restart(s), crash(es) or eviction(s) no step meant, first: %s", len(unexpected), unexpected[0])}
+	}
+	return certify.Verdict{ID: id, Outcome: certify.Pass,
+		Evidence: append([]string{fmt.Sprintf("%d event(s) seen, each meant by the step under way", len(expected))}, expected...)}
+}
+
+// Judge stops the monitor and judges cluster.no-unexpected-restarts on
+// what it saw; where it could not look (a node's journal it could not
+// follow) is said in the evidence.
+func (m *Monitor) Judge(meant func(Event) bool) certify.Verdict {
+	v := Check(m.Stop(), meant)
+	for _, gap := range m.Gaps() {
+		v.Evidence = append(v.Evidence, "not watched: "+gap)
+	}
+	return v
+}

@@ -1,0 +1,84 @@
+package restarts
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skewer-k8s/skewer/harness/certify"
+)
+
+// What a span names is meant within it; the same outside it, or anything
+// it does not name, fails the promise.
+func TestMeantAndCheck(t *testing.T) {
+	at := time.Date(2026, 12, 1, 14, 0, 0, 0, time.UTC)
+	spans := []Span{
+		{Name: "roll every control plane", Start: at.Add(-time.Minute).Add(700 * time.Millisecond), End: at.Add(time.Minute), Restarts: []string{ControlPlane}},
+		{Name: "kill CoreDNS", Start: at.Add(3 * time.Minute), End: at.Add(4 * time.Minute), Restarts: []string{"coredns"}},
+	}
+	in := func(e Event, d time.Duration) Event { e.Time = at.Add(d); return e }
+	container := func(pod, name string) Event {
+		return Event{Kind: Container, Node: "cp1", Namespace: "kube-system", Pod: pod, Container: name,
+			Count: 1, ExitCode: 1, Reason: "Error", Logs: []string{"leaderelection lost"}}
+	}
+	// Seen in an in-place run: the kubelet restarted by the rollout
+	// while it started kube-proxy's new container.
+	startError := func(e Event) Event { e.ExitCode, e.Reason, e.Logs = 128, "StartError", nil; return e }
+	kubelet := Event{Kind: Kubelet, Node: "cp1", Container: Kubelet, Reason: "stopped"}
+	meant := Meant(spans)
+	for _, tc := range []struct {
+		e    Event
+		want bool
+	}{
+		{in(container("kube-controller-manager-cp1", "kube-controller-manager"), 0), true},
+		{in(container("etcd-cp1", "etcd"), 0), true},
+		// The kubelet's seconds: the span began 0.7 s into the second.
+		{in(container("etcd-cp1", "etcd"), -time.Minute), true},
+		{in(container("etcd-cp1", "etcd"), -time.Minute-time.Second), false},
+		{in(container("kube-controller-manager-cp1", "kube-controller-manager"), 2*time.Minute), false},
+		{in(container("coredns-7d8f", "coredns"), 0), false},
+		{in(container("coredns-7d8f", "coredns"), 3*time.Minute+time.Second), true},
+		{in(container("kube-scheduler-lookalike", "kube-controller-manager"), 0), false},
+		{in(startError(container("kube-proxy-x99rf", "kube-proxy")), 0), true},
+		{in(startError(container("kube-proxy-x99rf", "kube-proxy")), 2*time.Minute), false},
+		{in(kubelet, 0), true},
+		{in(kubelet, 2*time.Minute), false},
+		{in(Event{Kind: NotReady, Node: "cp1"}, 30*time.Second), true},
+		{in(Event{Kind: Containerd, Node: "cp1", Container: Containerd}, 0), false},
+		{in(Event{Kind: Evicted, Node: "w1", Namespace: "default", Pod: "web"}, 0), false},
+		{in(Event{Kind: OOMKilled, Node: "w1", Namespace: "default", Pod: "job-x", Container: "main"}, 0), false},
+	} {
+		if got := meant(tc.e); got != tc.want {
+			t.Errorf("%s: meant %v, want %v", tc.e, got, tc.want)
+		}
+	}
+	if !covers(Workloads, Event{Kind: Container, Namespace: "sidecar-readiness", Container: "helper"}) ||
+		covers(Workloads, Event{Kind: Container, Namespace: "kube-system", Container: "coredns"}) {
+		t.Error("workloads are containers outside kube-system")
+	}
+	if v := Check(nil, meant); v.Outcome != certify.Pass {
+		t.Errorf("no event: %+v", v)
+	}
+	v := Check([]Event{in(container("etcd-cp1", "etcd"), 0), in(container("coredns-7d8f", "coredns"), 2*time.Minute)}, meant)
+	if v.Outcome != certify.Fail || !strings.Contains(v.Reason, "1 restart(s), crash(es) or eviction(s) no step meant, first: 2026-12-01T14:02:00Z kube-system/coredns-7d8f container coredns on cp1") ||
+		!strings.Contains(v.Evidence[0], "last lines: leaderelection lost") || !strings.HasPrefix(v.Evidence[1], "meant: ") {
+		t.Errorf("one meant, one not: %+v", v)
+	}
+	if err := v.Validate(); err != nil {
+		t.Error(err)
+	}
+}
+
+// The journal's lines arrive in pieces; each whole line is read once.
+func TestLineWriter(t *testing.T) {
+	var got []string
+	w := &lineWriter{line: func(b []byte) { got = append(got, string(b)) }}
+	for _, p := range []string{`{"a":`, `1}` + "\n" + `{"b"`, `:2}` + "\n", "tail"} {
+		if _, err := w.Write([]byte(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if strings.Join(got, ",") != `{"a":1},{"b":2}` {
+		t.Errorf("lines: %q", got)
+	}
+}
