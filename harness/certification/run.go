@@ -142,6 +142,9 @@ func (r *run) judgeAll(ctx context.Context) {
 			}
 			r.judge(r.monitor.Judge(RolloutMeant(rolling)))
 		}
+		if r.c != nil {
+			r.judge(RunAudit(r.c))
+		}
 		if r.c != nil && r.in.Evidence != "" {
 			// Kept on a pass as on a failure: what the verdicts rest on.
 			ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)

@@ -50,6 +50,7 @@ var catalogue = []Promise{
 	{"mvp.audit.final-stage", "a proxied request other than a watch ends at the entry server in a final audit stage that is not Panic"},
 	{"mvp.audit.watch-final-stage", "a proxied watch its client closes ends at the entry server in a final audit stage that is not Panic"},
 	{"mvp.audit.complete", "every proxied request is logged by both servers under one audit ID with the original user, counted"},
+	{"mvp.audit.run-complete", "every request forwarded in the whole run, any client's, ends in one final audit stage at its entry server and at exactly one peer"},
 	{"mvp.metrics.rerouted", "apiserver_rerouted_request_total moves by exactly the proxied count"},
 	{"mvp.metrics.peer-proxy-errors", "apiserver_peer_proxy_errors_total moves under the faults that reach it"},
 	{"mvp.fault.black-hole", "a black-holed peer link gives an explicit 503 within a bound, never a 404 or a hang"},

@@ -48,6 +48,10 @@ func TestInPlace(t *testing.T) {
 			load.Judge(ctx, t)
 			return ctx
 		}).
+		Assess("every request forwarded in the run ended at both sides, or its server went down with it", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			s.Judge(t, certification.RunAudit(s.Cluster))
+			return ctx
+		}).
 		Teardown(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			if load != nil {
 				load.Delete(ctx)
