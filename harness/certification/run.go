@@ -49,6 +49,8 @@ type run struct {
 	monitor *restarts.Monitor
 	current string
 	rolling map[string]bool
+	// events are what the monitor saw, for the report's timeline.
+	events []report.Event
 }
 
 // readComponents records what every node runs now, as read at when. It
@@ -140,7 +142,11 @@ func (r *run) judgeAll(ctx context.Context) {
 					rolling = append(rolling, p)
 				}
 			}
-			r.judge(r.monitor.Judge(RolloutMeant(rolling)))
+			meant := RolloutMeant(rolling)
+			r.judge(r.monitor.Judge(meant))
+			for _, e := range r.monitor.Events() {
+				r.events = append(r.events, report.Event{Time: e.Time, Kind: e.Kind, Text: e.String(), Meant: meant(e)})
+			}
 		}
 		if r.c != nil {
 			r.judge(RunAudit(r.c))
@@ -416,7 +422,8 @@ func (r *run) runner(load *traffic.Traffic) *rollout.Runner {
 }
 
 func (r *run) result() report.Run {
-	out := report.Run{Strategy: string(r.strategy), Cluster: r.in.Name + "-" + string(r.strategy), Phases: r.phases, Disruption: r.disruption, Components: r.components}
+	out := report.Run{Strategy: string(r.strategy), Cluster: r.in.Name + "-" + string(r.strategy), Phases: r.phases, Disruption: r.disruption, Components: r.components,
+		Events: r.events}
 	for id, v := range r.verdicts {
 		out.Promises = append(out.Promises, report.Result{Verdict: v, Measured: r.measured[id]})
 	}

@@ -30,9 +30,16 @@ type bar struct {
 	Took        string
 }
 
+// tick is one event on a run's timeline, placed in percent of the run.
+type tick struct {
+	Event
+	Left float64
+}
+
 type runView struct {
 	Run
-	Bars []bar
+	Bars  []bar
+	Ticks []tick
 }
 
 // HTML writes report.html: one page with no outside resource (styles and
@@ -41,7 +48,8 @@ type runView struct {
 func (r *Results) HTML(w io.Writer) error {
 	var runs []runView
 	for _, run := range r.Runs {
-		runs = append(runs, runView{Run: run, Bars: bars(run.Phases)})
+		bs, ticks := bars(run.Phases, run.Events)
+		runs = append(runs, runView{Run: run, Bars: bs, Ticks: ticks})
 	}
 	c := r.Counts()
 	return page.Execute(w, map[string]any{
@@ -50,10 +58,11 @@ func (r *Results) HTML(w io.Writer) error {
 	})
 }
 
-// bars places phases on a line from the first start to the last end.
-func bars(phases []Phase) []bar {
+// bars places phases, and events as ticks, on a line from the first
+// phase's start to the last one's end.
+func bars(phases []Phase, events []Event) ([]bar, []tick) {
 	if len(phases) == 0 {
-		return nil
+		return nil, nil
 	}
 	start, end := phases[0].Start, phases[0].End
 	for _, p := range phases {
@@ -74,7 +83,11 @@ func bars(phases []Phase) []bar {
 		width := max(p.End.Sub(p.Start).Seconds()/total*100, 0.5)
 		out = append(out, bar{Phase: p, Left: round(left), Width: round(width), Took: p.End.Sub(p.Start).Round(time.Second).String()})
 	}
-	return out
+	var ticks []tick
+	for _, e := range events {
+		ticks = append(ticks, tick{Event: e, Left: round(min(max(e.Time.Sub(start).Seconds()/total*100, 0), 100))})
+	}
+	return out, ticks
 }
 
 func round(f float64) float64 { return math.Round(f*100) / 100 }

@@ -130,6 +130,12 @@ func TestHTMLInABrowser(t *testing.T) {
 	if n := count(`document.querySelectorAll('.timeline .bar').length`); n != 3 {
 		t.Errorf("%d bars on the timeline for 3 phases", n)
 	}
+	if n := count(`document.querySelectorAll('.timeline .tick').length`); n != 2 {
+		t.Errorf("%d ticks on the timeline for 2 events", n)
+	}
+	if n := count(`document.querySelectorAll('.timeline .tick.unexpected').length`); n != 1 {
+		t.Errorf("%d ticks marked unexpected, want the CoreDNS restart", n)
+	}
 	click(`.filters button[data-show="fail"]`)
 	if n := count(visibleRows); n != 1 {
 		t.Errorf("the fail filter shows %d rows, want the one failure", n)

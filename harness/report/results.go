@@ -94,6 +94,17 @@ type Run struct {
 	// Components are what each node ran, as the running cluster reported
 	// it, read when the cluster was created and again at the end.
 	Components map[string][]Component `json:"components,omitempty"`
+	// Events are what the run's monitor saw happen (a restart, a node not
+	// Ready, an eviction), each meant by the phase under way or not.
+	Events []Event `json:"events,omitempty"`
+}
+
+// Event is one instant on a run's timeline.
+type Event struct {
+	Time  time.Time `json:"time"`
+	Kind  string    `json:"kind"`
+	Text  string    `json:"text"`
+	Meant bool      `json:"meant"`
 }
 
 // Backend is one row of a run's disruption table: the load balancer

@@ -29,6 +29,9 @@ func sample(t *testing.T) *Results {
 		{Name: "create the cluster", Start: t0, End: t0.Add(3 * time.Minute)},
 		{Name: "mixed window, one at v1.36.3", Start: t0.Add(3 * time.Minute), End: t0.Add(9 * time.Minute)},
 		{Name: "rollback", Start: t0.Add(9 * time.Minute), End: t0.Add(12 * time.Minute), Error: "context canceled"},
+	}, Events: []Event{
+		{Time: t0.Add(10 * time.Minute), Kind: "kubelet", Text: "kubelet on cp1 started again (it was stopped)", Meant: true},
+		{Time: t0.Add(11 * time.Minute), Kind: "container", Text: "kube-system/coredns-x container coredns on cp1 restarted (count 1, exit code 137 Error)"},
 	}}
 	for _, p := range certify.Catalogue() {
 		v := certify.Verdict{ID: p.ID, Outcome: certify.Pass}
