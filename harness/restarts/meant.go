@@ -55,16 +55,23 @@ func covers(w string, e Event) bool {
 	return w == e.Kind || (e.Kind == Container && w == e.Container)
 }
 
-// Meant says of an event whether a span that covers its time names it.
-// The kubelet reports times to the second, so a span starts at its
-// second.
+// Meant says of an event whether a span names it and either covers its
+// time or, for a container of a Pod the span's step made, covers when the
+// Pod was made: a test's own Pods may crash after the test has gone on
+// (a Deployment's Pod crashing as told while its namespace is deleted).
+// The control plane's static Pods are judged by time only. The kubelet
+// reports times to the second, so a span starts at its second.
 func Meant(spans []Span) func(Event) bool {
+	within := func(t time.Time, s Span) bool {
+		return !t.Before(s.Start.Truncate(time.Second)) && !t.After(s.End)
+	}
 	return func(e Event) bool {
 		return slices.ContainsFunc(spans, func(s Span) bool {
-			if e.Time.Before(s.Start.Truncate(time.Second)) || e.Time.After(s.End) {
-				return false
-			}
-			return slices.ContainsFunc(s.Restarts, func(w string) bool { return covers(w, e) })
+			during := within(e.Time, s)
+			made := e.Kind == Container && !e.PodCreated.IsZero() && within(e.PodCreated, s)
+			return slices.ContainsFunc(s.Restarts, func(w string) bool {
+				return covers(w, e) && (during || (made && w != ControlPlane))
+			})
 		})
 	}
 }

@@ -45,6 +45,11 @@ func TestMeantAndCheck(t *testing.T) {
 		{in(kubelet, 2*time.Minute), false},
 		{in(Event{Kind: NotReady, Node: "cp1"}, 30*time.Second), true},
 		{in(Event{Kind: Containerd, Node: "cp1", Container: Containerd}, 0), false},
+		// Made by the step that declared it, crashing after it: meant.
+		{in(Event{Kind: Container, Namespace: "kube-system", Pod: "coredns-x", Container: "coredns", PodCreated: at.Add(3*time.Minute + 30*time.Second)}, 5*time.Minute), true},
+		{in(Event{Kind: Container, Namespace: "kube-system", Pod: "coredns-x", Container: "coredns", PodCreated: at.Add(5 * time.Minute)}, 5*time.Minute), false},
+		// A static Pod made during a rollout is judged by when it restarts.
+		{in(Event{Kind: Container, Namespace: "kube-system", Pod: "etcd-cp1", Container: "etcd", PodCreated: at}, 2*time.Minute), false},
 		{in(Event{Kind: Evicted, Node: "w1", Namespace: "default", Pod: "web"}, 0), false},
 		{in(Event{Kind: OOMKilled, Node: "w1", Namespace: "default", Pod: "job-x", Container: "main"}, 0), false},
 	} {

@@ -53,6 +53,9 @@ type Event struct {
 	// Container is the container's name, or the unit (kubelet,
 	// containerd) for a unit's restart.
 	Container string `json:"container,omitempty"`
+	// PodCreated is when the container's Pod was made: a step that made
+	// a Pod whose container it declared crashes means it whenever it does.
+	PodCreated time.Time `json:"podCreated,omitzero"`
 	// Count is the container's restart count after it.
 	Count    int32 `json:"count,omitempty"`
 	ExitCode int32 `json:"exitCode,omitempty"`
@@ -226,7 +229,7 @@ func (m *Monitor) comparePods(before, after *corev1.Pod) {
 		prev := was[st.Name]
 		if st.RestartCount > prev.RestartCount {
 			e := Event{Kind: Container, Time: time.Now(), Node: after.Spec.NodeName, Namespace: after.Namespace, Pod: after.Name,
-				Container: st.Name, Count: st.RestartCount}
+				Container: st.Name, Count: st.RestartCount, PodCreated: after.CreationTimestamp.Time}
 			if t := st.LastTerminationState.Terminated; t != nil {
 				e.ExitCode, e.Reason = t.ExitCode, t.Reason
 				if !t.FinishedAt.IsZero() {
