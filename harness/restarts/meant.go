@@ -15,10 +15,16 @@ import (
 const (
 	// ControlPlane is what a rollout or a control-plane fault restarts: the
 	// control plane's static Pods (kube-apiserver, kube-controller-manager,
-	// kube-scheduler, etcd), the kubelet of a node it acts on and that
-	// node's Ready condition, and any container whose start the kubelet's
-	// restart cut short (StartError: "failed to create shim task: context
-	// canceled"). Not CoreDNS, kube-proxy, the CNI or containerd.
+	// kube-scheduler, etcd), a kubelet, a node's Ready condition, and any
+	// container whose start the kubelet's restart cut short (StartError:
+	// "failed to create shim task: context canceled"). Not CoreDNS,
+	// kube-proxy, the CNI or containerd. Any node's Ready condition, for
+	// now: an in-place upgrade was measured to leave a worker's kubelet
+	// unable to renew its lease for ~50 s (its kept-alive connection
+	// through the load balancer stays on an apiserver whose local etcd is
+	// being upgraded), so the worker leaves Ready; telling the nodes a step
+	// acts on from the others, and judging the others by a promise of their
+	// own, is docs/status.md Next 0.
 	ControlPlane = "control-plane"
 	// Workloads are containers outside kube-system: a test's own Pods that
 	// crash on purpose.
