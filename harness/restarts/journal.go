@@ -115,22 +115,25 @@ func (m *Monitor) journalLine(node string, b []byte) {
 		if e.Reason == "" {
 			e.Reason = "stopped" // stopped by a command, not by its process exiting
 		}
+		// The old instance's last lines: up to its process's exit, or,
+		// stopped by a command, up to the new start.
+		until := at
+		if !last.at.IsZero() {
+			until = last.at.Add(time.Second)
+		}
 		i := m.add(e)
 		m.wg.Add(1)
-		go m.readUnitLogs(i, node, kind, last.at)
+		go m.readUnitLogs(i, node, kind, until)
 	}
 }
 
-// readUnitLogs keeps the last lines a unit wrote before its process ended.
+// readUnitLogs keeps the last lines a unit wrote before until.
 func (m *Monitor) readUnitLogs(i int, node, kind string, until time.Time) {
 	defer m.wg.Done()
 	ctx, cancel := context.WithTimeout(m.logCtx, 10*time.Second)
 	defer cancel()
-	args := []string{"docker", "exec", node, "journalctl", "--output=cat", "--lines=" + strconv.Itoa(logLines), "_SYSTEMD_UNIT=" + kind + ".service"}
-	if !until.IsZero() {
-		args = append(args, "--until=@"+strconv.FormatInt(until.Unix()+1, 10))
-	}
-	out, err := run.Command(args...).String(ctx)
+	out, err := run.Command("docker", "exec", node, "journalctl", "--output=cat", "--lines="+strconv.Itoa(logLines),
+		"--until=@"+strconv.FormatInt(until.Unix(), 10), "_SYSTEMD_UNIT="+kind+".service").String(ctx)
 	lines := strings.Split(out, "\n")
 	if err != nil {
 		lines = []string{"(the unit's log could not be read: " + err.Error() + ")"}

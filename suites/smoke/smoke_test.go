@@ -242,19 +242,19 @@ func cliGetAndExport(ctx context.Context, t *testing.T, _ *envconf.Config) conte
 }
 
 // TestUnplannedRestartIsCaught runs a suite (testdata/unplanned) against
-// this cluster that kills CoreDNS and restarts a kubelet, as an OOM killer
-// or an operator would, in a feature that declares neither: its tests pass,
-// and the suite fails all the same, naming both with node, exit status and
-// last log lines, exports its evidence and leaves no journal follower
-// running in the nodes. This feature declares what the other suite does
+// this cluster that kills CoreDNS and restarts a kubelet, as an operator
+// would, and runs a Pod the kernel kills for memory, in a feature that
+// declares none of it: its tests pass, and the suite fails all the same,
+// naming each with node, exit status and last log lines, exports its
+// evidence and leaves no journal follower running in the nodes. This feature declares what the other suite does
 // (label restarts), so this suite's own verdict, judged on the same events,
 // stays a pass.
 func TestUnplannedRestartIsCaught(t *testing.T) {
 	f := features.New("a component killed from outside fails cluster.no-unexpected-restarts").
 		WithLabel("area", "smoke").WithLabel("disruptive", "true").
 		WithLabel(suite.RestartsLabel, "coredns").WithLabel(suite.RestartsLabel, restarts.Kubelet).
-		WithLabel(suite.RestartsLabel, restarts.NotReady).
-		Assess("a suite that kills CoreDNS and restarts a kubelet unannounced fails, names them, cleans up", killedFromOutside).
+		WithLabel(suite.RestartsLabel, restarts.NotReady).WithLabel(suite.RestartsLabel, restarts.OOMKilled).
+		Assess("a suite that kills CoreDNS, restarts a kubelet and OOM-kills a Pod unannounced fails, names them, cleans up", killedFromOutside).
 		Feature()
 	s.Env.Test(t, f)
 }
@@ -284,6 +284,7 @@ func killedFromOutside(ctx context.Context, t *testing.T, _ *envconf.Config) con
 	g.Expect(output).To(ContainSubstring("suite: VERDICT cluster.no-unexpected-restarts: fail"))
 	g.Expect(output).To(MatchRegexp(`kube-system/coredns-\S+ container coredns on \S+ restarted \(count \d+, exit code 137 Error\)`))
 	g.Expect(output).To(MatchRegexp(`kubelet on \S+ started again \(it was stopped\)`))
+	g.Expect(output).To(MatchRegexp(`unplanned-\S+/hog container hog on \S+ killed for memory \(exit code 137\)`))
 	g.Expect(output).To(ContainSubstring("last lines: "))
 	g.Expect(output).NotTo(ContainSubstring("not watched: "))
 	dir := filepath.Join(artifacts, "clusters", s.Cluster.Name)

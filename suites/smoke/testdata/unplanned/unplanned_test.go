@@ -1,6 +1,6 @@
 // Package unplanned is a suite that does what it does not declare: it
-// kills CoreDNS and restarts a kubelet in a feature with no restarts
-// label. suites/smoke runs it against its own cluster and expects it to
+// kills CoreDNS, restarts a kubelet and runs a Pod the kernel kills for
+// memory, in a feature with no restarts label. suites/smoke runs it against its own cluster and expects it to
 // fail, name both, export its evidence and leave nothing running. It is
 // under testdata so that ./... never runs it on its own.
 package unplanned
@@ -11,10 +11,13 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
+	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/harness/restarts"
 	"github.com/skewer-k8s/skewer/harness/suite"
 )
@@ -44,6 +47,30 @@ func TestUnplanned(t *testing.T) {
 			g.Eventually(s.Events).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(And(
 				ContainElement(HaveField("Pod", victim.Name)),
 				ContainElement(And(HaveField("Kind", restarts.Kubelet), HaveField("Node", node.Name)))))
+			return ctx
+		}).
+		Assess("a container killed for memory, in a Pod that does not restart it", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			g := NewWithT(t)
+			image, err := (&nodeimage.Builder{Out: suite.LogWriter(t)}).FixtureImage(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(s.Cluster.LoadImages(ctx, image)).To(Succeed())
+			cs, err := s.Cluster.Client()
+			g.Expect(err).NotTo(HaveOccurred())
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "unplanned-"}}
+			ns, err = cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			defer func() {
+				_ = cs.CoreV1().Namespaces().Delete(context.WithoutCancel(ctx), ns.Name, metav1.DeleteOptions{})
+			}()
+			limit := corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("24Mi")}
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "hog"}, Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "hog", Image: image, ImagePullPolicy: corev1.PullNever, Args: []string{"hog"},
+					Resources: corev1.ResourceRequirements{Limits: limit, Requests: limit}}}}}
+			_, err = cs.CoreV1().Pods(ns.Name).Create(ctx, pod, metav1.CreateOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Eventually(s.Events).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(
+				ContainElement(And(HaveField("Kind", restarts.OOMKilled), HaveField("Pod", "hog"))), "the kernel kills the hog at 24Mi")
 			return ctx
 		}).
 		Feature()
