@@ -30,21 +30,19 @@ const (
 // follower ends when the node's container goes or the monitor stops.
 func (m *Monitor) follow(node string, since time.Time) {
 	m.mu.Lock()
-	if m.followed[node] || m.journals.Err() != nil {
+	if m.followed[node] {
 		m.mu.Unlock()
 		return
 	}
 	m.followed[node] = true
 	m.mu.Unlock()
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
+	m.spawn(func() {
 		if err := m.followJournal(node, since); err != nil {
 			m.mu.Lock()
 			m.journalErrors = append(m.journalErrors, fmt.Sprintf("the journal of %s: %v", node, err))
 			m.mu.Unlock()
 		}
-	}()
+	})
 }
 
 // followJournal runs journalctl -f in the node, as systemd (PID 1) logs
@@ -122,14 +120,12 @@ func (m *Monitor) journalLine(node string, b []byte) {
 			until = last.at.Add(time.Second)
 		}
 		i := m.add(e)
-		m.wg.Add(1)
-		go m.readUnitLogs(i, node, kind, until)
+		m.spawn(func() { m.readUnitLogs(i, node, kind, until) })
 	}
 }
 
 // readUnitLogs keeps the last lines a unit wrote before until.
 func (m *Monitor) readUnitLogs(i int, node, kind string, until time.Time) {
-	defer m.wg.Done()
 	ctx, cancel := context.WithTimeout(m.logCtx, 10*time.Second)
 	defer cancel()
 	out, err := run.Command("docker", "exec", node, "journalctl", "--output=cat", "--lines="+strconv.Itoa(logLines),

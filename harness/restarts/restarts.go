@@ -170,7 +170,9 @@ func (m *Monitor) Phase(name string) {
 func (m *Monitor) Stop() []Event {
 	m.once.Do(func() {
 		close(m.stop)
+		m.mu.Lock() // no goroutine is added after this (spawn)
 		m.stopJournals()
+		m.mu.Unlock()
 	})
 	m.wg.Wait() // the log reads and journal followers under way
 	return m.Events()
@@ -200,6 +202,20 @@ func (m *Monitor) add(e Event) int {
 	e.Phase = m.phase
 	m.seen = append(m.seen, e)
 	return len(m.seen) - 1
+}
+
+// spawn runs fn in a goroutine Stop waits for, unless Stop has begun.
+func (m *Monitor) spawn(fn func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.journals.Err() != nil {
+		return
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		fn()
+	}()
 }
 
 // setLogs attaches the last lines read for event i.
@@ -237,8 +253,7 @@ func (m *Monitor) comparePods(before, after *corev1.Pod) {
 				}
 			}
 			i := m.add(e)
-			m.wg.Add(1)
-			go m.readLogs(i, e)
+			m.spawn(func() { m.readLogs(i, e) })
 			continue
 		}
 		if t := st.State.Terminated; t != nil && t.Reason == "OOMKilled" && prev.State.Terminated == nil {
@@ -259,7 +274,6 @@ func statuses(p *corev1.Pod) []corev1.ContainerStatus {
 // readLogs keeps the last lines the restarted container's previous
 // instance wrote, read at once: the Pod may be gone later.
 func (m *Monitor) readLogs(i int, e Event) {
-	defer m.wg.Done()
 	ctx, cancel := context.WithTimeout(m.logCtx, 10*time.Second)
 	defer cancel()
 	tail := int64(logLines)
