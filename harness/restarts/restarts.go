@@ -130,6 +130,7 @@ func Start(ctx context.Context, cs kubernetes.Interface) (*Monitor, error) {
 			}
 		},
 	}); err != nil {
+		m.Stop()
 		return nil, err
 	}
 	nodes := factory.Core().V1().Nodes().Informer()
@@ -147,6 +148,7 @@ func Start(ctx context.Context, cs kubernetes.Interface) (*Monitor, error) {
 			}
 		},
 	}); err != nil {
+		m.Stop()
 		return nil, err
 	}
 	factory.Start(m.stop)
