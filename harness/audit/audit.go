@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 )
@@ -44,6 +45,13 @@ type Logged struct {
 	Event
 	Path string
 }
+
+// Server is the apiserver that logged l.
+func (l Logged) Server() string { return ServerOf(l.Path) }
+
+// ServerOf is the apiserver whose audit log is at path: a skewer cluster
+// keeps each in a directory named after the apiserver's node.
+func ServerOf(path string) string { return filepath.Base(filepath.Dir(path)) }
 
 // Final returns, of the audit logs at paths (a missing one is skipped),
 // the final events (ResponseComplete or Panic) of each of ids, with the

@@ -3,7 +3,6 @@ package audit
 import (
 	"errors"
 	"io/fs"
-	"path/filepath"
 	"sort"
 	"time"
 
@@ -80,7 +79,7 @@ func Forwarded(paths []string) ([]Forward, error) {
 	var logs []*serverLog
 	var end time.Time // the last event of any log: the end of the run
 	for _, p := range paths {
-		l := &serverLog{name: filepath.Base(filepath.Dir(p)), requests: map[string]*logged{}}
+		l := &serverLog{name: ServerOf(p), requests: map[string]*logged{}}
 		_, err := Read(p, func(e *Event) bool {
 			l.add(e)
 			return false

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -107,7 +106,7 @@ func CheckForgedLease(ctx context.Context, c *cluster.Cluster, w *Window) certif
 	var where []string
 	for _, evs := range logged {
 		for _, e := range evs {
-			where = append(where, filepath.Base(filepath.Dir(e.Path)))
+			where = append(where, e.Server())
 		}
 	}
 	sort.Strings(where)

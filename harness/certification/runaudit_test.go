@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +20,13 @@ const micro = "2006-01-02T15:04:05.000000Z07:00"
 // writes them (JSON lines), and returns their paths.
 type auditLogs struct {
 	dir   string
-	lines map[string][]string
+	lines map[string][]logLine
+}
+
+// logLine is one event, and its stage timestamp to order the log by.
+type logLine struct {
+	at   time.Time
+	json string
 }
 
 func (l *auditLogs) event(server, id, stage string, received, at time.Time) {
@@ -27,7 +34,7 @@ func (l *auditLogs) event(server, id, stage string, received, at time.Time) {
 		"verb": "watch", "requestURI": "/apis/example.skewer.io/v1/widgets?watch=true", "user": map[string]any{"username": "system:kube-controller-manager"},
 		"requestReceivedTimestamp": received.UTC().Format(micro), "stageTimestamp": at.UTC().Format(micro)}
 	b, _ := json.Marshal(e)
-	l.lines[server] = append(l.lines[server], string(b))
+	l.lines[server] = append(l.lines[server], logLine{at, string(b)})
 }
 
 // alive logs a get every second from from to to: a live server's traffic.
@@ -45,30 +52,17 @@ func (l *auditLogs) write(t *testing.T) []string {
 			t.Fatal(err)
 		}
 		// Written in time order, as a server writes them.
-		if err := os.WriteFile(p, []byte(strings.Join(sortByStage(lines), "\n")+"\n"), 0o644); err != nil {
+		sorted := slices.SortedStableFunc(slices.Values(lines), func(a, b logLine) int { return a.at.Compare(b.at) })
+		var b strings.Builder
+		for _, line := range sorted {
+			b.WriteString(line.json + "\n")
+		}
+		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		paths = append(paths, p)
 	}
 	return paths
-}
-
-func sortByStage(lines []string) []string {
-	at := func(s string) string {
-		var e struct {
-			StageTimestamp string `json:"stageTimestamp"`
-		}
-		_ = json.Unmarshal([]byte(s), &e)
-		t, _ := time.Parse(time.RFC3339Nano, e.StageTimestamp)
-		return t.UTC().Format("2006-01-02T15:04:05.000000000")
-	}
-	out := append([]string(nil), lines...)
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && at(out[j]) < at(out[j-1]); j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
-	return out
 }
 
 // The shapes measured in a v1.36.3 -> v1.37.2 surge run: a peer killed
@@ -79,7 +73,7 @@ func sortByStage(lines []string) []string {
 func TestCheckRunAudit(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 17, 44, 0, 0, time.UTC)
 	s := func(d float64) time.Time { return t0.Add(time.Duration(d * float64(time.Second))) }
-	l := &auditLogs{dir: t.TempDir(), lines: map[string][]string{}}
+	l := &auditLogs{dir: t.TempDir(), lines: map[string][]logLine{}}
 	l.alive("cp2", s(0), s(60))
 	l.alive("cp4", s(0), s(20)) // killed at 20.5 s, back at 40 s
 	l.alive("cp4", s(40), s(60))

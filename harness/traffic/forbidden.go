@@ -3,7 +3,6 @@ package traffic
 import (
 	"fmt"
 	"net/http"
-	"path/filepath"
 
 	"github.com/skewer-k8s/skewer/harness/audit"
 	"github.com/skewer-k8s/skewer/harness/certify"
@@ -44,7 +43,7 @@ func ExplainForbidden(forbidden, records []Record, events map[string][]audit.Log
 		f := Forbidden{Record: r, Cause: certify.UnknownCause}
 		var denial *audit.Logged
 		for i, e := range events[r.AuditID] {
-			node := filepath.Base(filepath.Dir(e.Path))
+			node := e.Server()
 			switch e.Annotations["authorization.k8s.io/decision"] {
 			case "forbid":
 				denial = &events[r.AuditID][i]
@@ -55,7 +54,7 @@ func ExplainForbidden(forbidden, records []Record, events map[string][]audit.Log
 		}
 		if denial == nil {
 			if evs := events[r.AuditID]; len(evs) > 0 {
-				f.Logged, f.Forwarded = filepath.Base(filepath.Dir(evs[0].Path)), ""
+				f.Logged, f.Forwarded = evs[0].Server(), ""
 			}
 			out = append(out, f)
 			continue
