@@ -78,7 +78,7 @@ func TestCertifyPlans(t *testing.T) {
 	out := stdout.String()
 	for _, want := range []string{
 		"certify v1.35.4 -> v1.36.3",
-		"in-place run on cluster skewer-certify-in-place: judges 9 promise(s)",
+		"in-place run on cluster skewer-certify-in-place: judges 10 promise(s)",
 		"skipped, left out by --skip:\n  rollout.versions",
 		"skipped, the in-place run does not check it; the surge run does:\n",
 	} {

@@ -143,7 +143,13 @@ func (r *run) judgeAll(ctx context.Context) {
 				}
 			}
 			meant := RolloutMeant(rolling)
-			r.judge(r.monitor.Judge(meant))
+			var auditLogs []string
+			if r.c != nil {
+				auditLogs, _ = r.c.AuditLogs() // none: a node's cause is unknown, and says so
+			}
+			for _, v := range r.monitor.Judge(meant, auditLogs) {
+				r.judge(v)
+			}
 			for _, e := range r.monitor.Events() {
 				r.events = append(r.events, report.Event{Time: e.Time, Kind: e.Kind, Text: e.String(), Meant: meant(e)})
 			}

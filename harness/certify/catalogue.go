@@ -83,6 +83,7 @@ var catalogue = []Promise{
 
 	// The whole run.
 	{"cluster.no-unexpected-restarts", "no component restarts, crashes or is evicted unless a step meant it to"},
+	{"cluster.nodes-stay-ready", "a node no step acts on stays Ready: rolling or faulting the control plane never cuts a worker's kubelet off for the node monitor's grace period"},
 }
 
 // Catalogue is every promise, sorted by ID.

@@ -15,16 +15,12 @@ import (
 const (
 	// ControlPlane is what a rollout or a control-plane fault restarts: the
 	// control plane's static Pods (kube-apiserver, kube-controller-manager,
-	// kube-scheduler, etcd), a kubelet, a node's Ready condition, and any
-	// container whose start the kubelet's restart cut short (StartError:
-	// "failed to create shim task: context canceled"). Not CoreDNS,
-	// kube-proxy, the CNI or containerd. Any node's Ready condition, for
-	// now: an in-place upgrade was measured to leave a worker's kubelet
-	// unable to renew its lease for ~50 s (its kept-alive connection
-	// through the load balancer stays on an apiserver whose local etcd is
-	// being upgraded), so the worker leaves Ready; telling the nodes a step
-	// acts on from the others, and judging the others by a promise of their
-	// own, is docs/status.md Next 0.
+	// kube-scheduler, etcd), a control-plane node's kubelet and Ready
+	// condition, and any container whose start the kubelet's restart cut
+	// short (StartError: "failed to create shim task: context canceled").
+	// Not CoreDNS, kube-proxy, the CNI or containerd, and nothing of a
+	// worker: a worker that leaves Ready while the control plane is rolled
+	// fails cluster.nodes-stay-ready (StayReady), with its cause.
 	ControlPlane = "control-plane"
 	// Workloads are containers outside kube-system: a test's own Pods that
 	// crash on purpose.
@@ -49,7 +45,7 @@ func covers(w string, e Event) bool {
 	case ControlPlane:
 		switch e.Kind {
 		case Kubelet, NotReady:
-			return true
+			return e.ControlPlaneNode
 		case Container:
 			static := e.Namespace == "kube-system" && slices.Contains(controlPlaneContainers, e.Container) && strings.HasPrefix(e.Pod, e.Container+"-")
 			return static || e.Reason == "StartError"
@@ -84,11 +80,15 @@ func Meant(spans []Span) func(Event) bool {
 
 // Check judges cluster.no-unexpected-restarts on the events a run saw:
 // each one meant is evidence, any other fails the promise, named with its
-// node, time, exit code and last log lines.
+// node, time, exit code and last log lines. A node leaving Ready is
+// StayReady's to judge.
 func Check(seen []Event, meant func(Event) bool) certify.Verdict {
 	const id = "cluster.no-unexpected-restarts"
 	var expected, unexpected []string
 	for _, e := range seen {
+		if e.Kind == NotReady {
+			continue
+		}
 		if meant(e) {
 			expected = append(expected, "meant: "+e.String())
 			continue
@@ -107,13 +107,16 @@ func Check(seen []Event, meant func(Event) bool) certify.Verdict {
 		Evidence: append([]string{fmt.Sprintf("%d event(s) seen, each meant by the step under way", len(expected))}, expected...)}
 }
 
-// Judge stops the monitor and judges cluster.no-unexpected-restarts on
-// what it saw; where it could not look (a node's journal it could not
-// follow) is said in the evidence.
-func (m *Monitor) Judge(meant func(Event) bool) certify.Verdict {
-	v := Check(m.Stop(), meant)
+// Judge stops the monitor and judges the two promises of a whole run on
+// what it saw: cluster.no-unexpected-restarts (Check) and
+// cluster.nodes-stay-ready (StayReady, which reads the audit logs at
+// auditLogs for a node's cause). Where it could not look (a node's
+// journal it could not follow) is said in the evidence of the first.
+func (m *Monitor) Judge(meant func(Event) bool, auditLogs []string) []certify.Verdict {
+	seen := m.Stop()
+	v := Check(seen, meant)
 	for _, gap := range m.Gaps() {
 		v.Evidence = append(v.Evidence, "not watched: "+gap)
 	}
-	return v
+	return []certify.Verdict{v, StayReady(seen, meant, auditLogs)}
 }

@@ -24,7 +24,7 @@ func TestMeantAndCheck(t *testing.T) {
 	// Seen in an in-place run: the kubelet restarted by the rollout
 	// while it started kube-proxy's new container.
 	startError := func(e Event) Event { e.ExitCode, e.Reason, e.Logs = 128, "StartError", nil; return e }
-	kubelet := Event{Kind: Kubelet, Node: "cp1", Container: Kubelet, Reason: "stopped"}
+	kubelet := Event{Kind: Kubelet, Node: "cp1", ControlPlaneNode: true, Container: Kubelet, Reason: "stopped"}
 	meant := Meant(spans)
 	for _, tc := range []struct {
 		e    Event
@@ -43,7 +43,10 @@ func TestMeantAndCheck(t *testing.T) {
 		{in(startError(container("kube-proxy-x99rf", "kube-proxy")), 2*time.Minute), false},
 		{in(kubelet, 0), true},
 		{in(kubelet, 2*time.Minute), false},
-		{in(Event{Kind: NotReady, Node: "cp1"}, 30*time.Second), true},
+		{in(Event{Kind: NotReady, Node: "cp1", ControlPlaneNode: true}, 30*time.Second), true},
+		// A control-plane step does not act on a worker.
+		{in(Event{Kind: NotReady, Node: "w1"}, 30*time.Second), false},
+		{in(Event{Kind: Kubelet, Node: "w1", Container: Kubelet, Reason: "stopped"}, 0), false},
 		{in(Event{Kind: Containerd, Node: "cp1", Container: Containerd}, 0), false},
 		// Made by the step that declared it, crashing after it: meant.
 		{in(Event{Kind: Container, Namespace: "kube-system", Pod: "coredns-x", Container: "coredns", PodCreated: at.Add(3*time.Minute + 30*time.Second)}, 5*time.Minute), true},
@@ -71,6 +74,10 @@ func TestMeantAndCheck(t *testing.T) {
 	}
 	if err := v.Validate(); err != nil {
 		t.Error(err)
+	}
+	// A node leaving Ready is cluster.nodes-stay-ready's, not this one's.
+	if v := Check([]Event{in(Event{Kind: NotReady, Node: "w1"}, 0)}, meant); v.Outcome != certify.Pass {
+		t.Errorf("a worker not Ready: %+v", v)
 	}
 }
 

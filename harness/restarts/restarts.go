@@ -45,11 +45,14 @@ type Event struct {
 	// Time is when it happened: when the previous instance ended (a
 	// terminated state's finishedAt), the unit started again, the
 	// condition changed; else when the monitor saw it.
-	Time      time.Time `json:"time"`
-	Phase     string    `json:"phase"`
-	Node      string    `json:"node"`
-	Namespace string    `json:"namespace,omitempty"`
-	Pod       string    `json:"pod,omitempty"`
+	Time  time.Time `json:"time"`
+	Phase string    `json:"phase"`
+	Node  string    `json:"node"`
+	// ControlPlaneNode says the node is a control plane (kubeadm's role
+	// label), which a rollout or a control-plane fault acts on.
+	ControlPlaneNode bool   `json:"controlPlaneNode,omitempty"`
+	Namespace        string `json:"namespace,omitempty"`
+	Pod              string `json:"pod,omitempty"`
 	// Container is the container's name, or the unit (kubelet,
 	// containerd) for a unit's restart.
 	Container string `json:"container,omitempty"`
@@ -106,6 +109,7 @@ type Monitor struct {
 	journals      context.Context
 	stopJournals  context.CancelFunc
 	followed      map[string]bool
+	controlPlanes map[string]bool
 	exits         map[string]exit
 	journalErrors []string
 }
@@ -117,7 +121,7 @@ type Monitor struct {
 // are not counted.
 func Start(ctx context.Context, cs kubernetes.Interface) (*Monitor, error) {
 	m := &Monitor{cs: cs, stop: make(chan struct{}), phase: "start", logCtx: context.WithoutCancel(ctx),
-		followed: map[string]bool{}, exits: map[string]exit{}}
+		followed: map[string]bool{}, controlPlanes: map[string]bool{}, exits: map[string]exit{}}
 	m.journals, m.stopJournals = context.WithCancel(context.WithoutCancel(ctx))
 	factory := informers.NewSharedInformerFactory(cs, 0)
 	pods := factory.Core().V1().Pods().Informer()
@@ -136,7 +140,12 @@ func Start(ctx context.Context, cs kubernetes.Interface) (*Monitor, error) {
 	nodes := factory.Core().V1().Nodes().Informer()
 	if _, err := nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if n, ok := obj.(*corev1.Node); ok && ready(n) != nil && ready(n).Status == corev1.ConditionTrue {
+			n, ok := obj.(*corev1.Node)
+			if !ok {
+				return
+			}
+			m.role(n)
+			if ready(n) != nil && ready(n).Status == corev1.ConditionTrue {
 				m.follow(n.Name, time.Now())
 			}
 		},
@@ -144,6 +153,7 @@ func Start(ctx context.Context, cs kubernetes.Interface) (*Monitor, error) {
 			before, ok1 := oldObj.(*corev1.Node)
 			after, ok2 := newObj.(*corev1.Node)
 			if ok1 && ok2 {
+				m.role(after)
 				m.compareNodes(before, after)
 			}
 		},
@@ -197,11 +207,23 @@ func (m *Monitor) Gaps() []string {
 	return append([]string(nil), m.journalErrors...)
 }
 
+// controlPlaneRole is the label kubeadm gives a control-plane node.
+const controlPlaneRole = "node-role.kubernetes.io/control-plane"
+
+// role remembers whether n is a control plane.
+func (m *Monitor) role(n *corev1.Node) {
+	_, cp := n.Labels[controlPlaneRole]
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.controlPlanes[n.Name] = cp
+}
+
 // add records e in the current phase and returns its index.
 func (m *Monitor) add(e Event) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e.Phase = m.phase
+	e.ControlPlaneNode = m.controlPlanes[e.Node]
 	m.seen = append(m.seen, e)
 	return len(m.seen) - 1
 }

@@ -58,7 +58,8 @@ func (s *Suite) featureEnds(ctx context.Context, _ *envconf.Config, _ *testing.T
 }
 
 // JudgeRestarts stops the monitor and judges what it saw against what
-// the features declared; the verdict goes to the report, and a failure
+// the features declared (cluster.no-unexpected-restarts and
+// cluster.nodes-stay-ready); the verdicts go to the report, and a failure
 // fails the suite. Teardown calls it; a test that deletes the cluster
 // calls it first. Only the first call judges.
 func (s *Suite) JudgeRestarts() {
@@ -75,18 +76,21 @@ func (s *Suite) JudgeRestarts() {
 			spans[i].End = time.Now()
 		}
 	}
-	v, err := judge(s.waivers, *flagStrict, m.Judge(restarts.Meant(spans)))
-	fmt.Fprintf(os.Stderr, "suite: VERDICT %s: %s %s\n", v.ID, v.Outcome, v.Reason)
-	if v.Outcome != certify.Pass {
-		for _, e := range v.Evidence {
-			fmt.Fprintf(os.Stderr, "  %s\n", e)
+	auditLogs, _ := s.Cluster.AuditLogs() // none: a node's cause is unknown, and says so
+	for _, v := range m.Judge(restarts.Meant(spans), auditLogs) {
+		v, err := judge(s.waivers, *flagStrict, v)
+		fmt.Fprintf(os.Stderr, "suite: VERDICT %s: %s %s\n", v.ID, v.Outcome, v.Reason)
+		if v.Outcome != certify.Pass {
+			for _, e := range v.Evidence {
+				fmt.Fprintf(os.Stderr, "  %s\n", e)
+			}
 		}
-	}
-	s.mu.Lock()
-	s.records = append(s.records, Record{Test: "the whole suite", Verdict: &v})
-	s.mu.Unlock()
-	if err != nil {
-		s.unexpected.Store(true)
+		s.mu.Lock()
+		s.records = append(s.records, Record{Test: "the whole suite", Verdict: &v})
+		s.mu.Unlock()
+		if err != nil {
+			s.unexpected.Store(true)
+		}
 	}
 }
 

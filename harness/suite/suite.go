@@ -66,7 +66,7 @@ type Suite struct {
 	// declared it restarts.
 	monitor    *restarts.Monitor
 	spans      []restarts.Span
-	unexpected atomic.Bool // cluster.no-unexpected-restarts failed
+	unexpected atomic.Bool // cluster.no-unexpected-restarts or cluster.nodes-stay-ready failed
 }
 
 // Created says whether the suite made its cluster (and so may delete it).

@@ -1,0 +1,195 @@
+package restarts
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+
+	"github.com/skewer-k8s/skewer/harness/audit"
+	"github.com/skewer-k8s/skewer/harness/certify"
+)
+
+// CauseStuckOnOneAPIServer is why a node left Ready when its kubelet's
+// requests in the minutes before all went to one apiserver, which failed
+// every one of them (5xx: it timed out reaching its storage), while the
+// other apiservers served: the kubelet's connection through the load
+// balancer stays on the apiserver it has, and an apiserver whose storage
+// is gone (kubeadm points each at its own node's etcd member only, and
+// upgrades that member while the apiserver serves) still answers the load
+// balancer's health check long enough to keep it. The node's lease is not
+// renewed for the node monitor's grace period, and the node goes
+// NotReady.
+const CauseStuckOnOneAPIServer = "stuck-on-one-apiserver"
+
+// beforeNotReady is how far back a node's kubelet's requests are read to
+// explain why it left Ready: the node monitor's grace period (50 s since
+// v1.32) and the lease's duration (40 s) with room to spare.
+const beforeNotReady = 2 * time.Minute
+
+// StayReady judges cluster.nodes-stay-ready on the events a run saw: a
+// node leaving Ready that a step meant (the node it acted on) is
+// evidence, any other fails the promise, each with its cause read from
+// the audit logs at auditLogs (every apiserver the cluster has had): why
+// the node's kubelet could not renew its lease.
+func StayReady(seen []Event, meant func(Event) bool, auditLogs []string) certify.Verdict {
+	const id = "cluster.nodes-stay-ready"
+	var expected, unexpected []Event
+	for _, e := range seen {
+		switch {
+		case e.Kind != NotReady:
+		case meant(e):
+			expected = append(expected, e)
+		default:
+			unexpected = append(unexpected, e)
+		}
+	}
+	var evidence []string
+	for _, e := range expected {
+		evidence = append(evidence, "meant: "+e.String())
+	}
+	if len(unexpected) == 0 {
+		return certify.Verdict{ID: id, Outcome: certify.Pass,
+			Evidence: append([]string{fmt.Sprintf("no node left Ready but one a step acted on (%d did)", len(expected))}, evidence...)}
+	}
+	requests, err := kubeletRequests(auditLogs, unexpected)
+	var causes, lines []string
+	for _, e := range unexpected {
+		cause, why := certify.UnknownCause, "its kubelet's requests could not be read: "+fmt.Sprint(err)
+		if err == nil {
+			cause, why = whyNotReady(e, requests)
+		}
+		causes = append(causes, cause)
+		lines = append(lines, e.String()+"; "+why)
+	}
+	return certify.Verdict{ID: id, Outcome: certify.Fail, Causes: causes, Evidence: append(lines, evidence...),
+		Reason: fmt.Sprintf("%d node(s) no step acted on left Ready, first: %s", len(unexpected), lines[0])}
+}
+
+// request is the final audit event of one request and the apiserver that
+// logged it.
+type request struct {
+	server   string
+	user     string
+	received time.Time
+	code     int32
+	message  string
+	verb     string
+	resource string
+}
+
+func (r request) failed() bool { return r.code >= 500 || r.code == 0 }
+
+// kubeletRequests reads, of the audit logs at paths, every request
+// finished in the stretches before the events, by anyone.
+func kubeletRequests(paths []string, events []Event) ([]request, error) {
+	if len(paths) == 0 {
+		return nil, errors.New("no audit log")
+	}
+	within := func(t time.Time) bool {
+		return slices.ContainsFunc(events, func(e Event) bool {
+			return !t.Before(e.Time.Add(-beforeNotReady)) && !t.After(e.Time)
+		})
+	}
+	var out []request
+	for _, p := range paths {
+		evs, err := audit.Read(p, func(e *audit.Event) bool {
+			return (e.Stage == auditv1.StageResponseComplete || e.Stage == auditv1.StagePanic) && within(e.RequestReceivedTimestamp.Time)
+		})
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range evs {
+			r := request{server: audit.ServerOf(p), user: e.User.Username, received: e.RequestReceivedTimestamp.Time, verb: e.Verb}
+			if e.ResponseStatus != nil {
+				r.code, r.message = e.ResponseStatus.Code, e.ResponseStatus.Message
+			}
+			if e.ObjectRef != nil {
+				r.resource = e.ObjectRef.Resource
+			}
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// whyNotReady gives the cause of e from the requests around it: its
+// kubelet's, and everyone's.
+func whyNotReady(e Event, requests []request) (cause, why string) {
+	user := "system:node:" + e.Node
+	from := e.Time.Add(-beforeNotReady)
+	var mine []request
+	for _, r := range requests {
+		if r.user == user && !r.received.Before(from) && !r.received.After(e.Time) {
+			mine = append(mine, r)
+		}
+	}
+	sort.Slice(mine, func(i, j int) bool { return mine[i].received.Before(mine[j].received) })
+	// Its last stretch of failures, back from the moment it left Ready.
+	first := len(mine)
+	for first > 0 && mine[first-1].failed() {
+		first--
+	}
+	failed := mine[first:]
+	if len(failed) == 0 {
+		return certify.UnknownCause, fmt.Sprintf("its kubelet's %d request(s) in the %s before did not fail at any apiserver", len(mine), beforeNotReady)
+	}
+	at := map[string]int{}
+	codes := map[string]int{}
+	for _, r := range failed {
+		at[r.server]++
+		msg := strings.TrimSpace(r.message)
+		if len(msg) > 80 {
+			msg = msg[:80] + "..."
+		}
+		codes[strings.TrimSpace(fmt.Sprintf("%d %s", r.code, msg))]++
+	}
+	said := fmt.Sprintf("its kubelet's last %d request(s) (%s to %s) all failed, at %s: %s", len(failed),
+		failed[0].received.UTC().Format("15:04:05"), failed[len(failed)-1].received.UTC().Format("15:04:05"), counted(at), counted(codes))
+	if len(at) > 1 {
+		return certify.UnknownCause, said + "; more than one apiserver failed it"
+	}
+	stuck := failed[0].server
+	served := map[string]int{} // others' requests each apiserver served meanwhile
+	for _, r := range requests {
+		if r.user != user && !r.failed() && !r.received.Before(failed[0].received) && !r.received.After(e.Time) {
+			served[r.server]++
+		}
+	}
+	var others []string
+	for s, n := range served {
+		if s != stuck && n > 0 {
+			others = append(others, fmt.Sprintf("%s %d", s, n))
+		}
+	}
+	sort.Strings(others)
+	if len(others) == 0 {
+		return certify.UnknownCause, said + "; no other apiserver served anyone meanwhile"
+	}
+	return CauseStuckOnOneAPIServer, said + "; meanwhile the others served other clients (" + strings.Join(others, ", ") + ")"
+}
+
+// counted writes a tally as "a 3, b 1", the largest first.
+func counted(m map[string]int) string {
+	keys := slices.Collect(maps.Keys(m))
+	sort.Slice(keys, func(i, j int) bool {
+		if m[keys[i]] != m[keys[j]] {
+			return m[keys[i]] > m[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	var out []string
+	for _, k := range keys {
+		out = append(out, fmt.Sprintf("%s ×%d", k, m[k]))
+	}
+	return strings.Join(out, ", ")
+}

@@ -1,0 +1,133 @@
+package restarts
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+
+	"github.com/skewer-k8s/skewer/harness/certify"
+)
+
+// auditLogs writes one audit log per apiserver, in the layout of a skewer
+// cluster (a directory per apiserver), of requests (server, user, second
+// after at, code) and returns their paths.
+func auditLogs(t *testing.T, at time.Time, reqs ...struct {
+	server, user string
+	second       int
+	code         int32
+}) []string {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]*os.File{}
+	var paths []string
+	for i, r := range reqs {
+		f := files[r.server]
+		if f == nil {
+			p := filepath.Join(dir, r.server, "audit.log")
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			if f, err = os.Create(p); err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			files[r.server] = f
+			paths = append(paths, p)
+		}
+		received := metav1.NewMicroTime(at.Add(time.Duration(r.second) * time.Second))
+		for _, stage := range []auditv1.Stage{auditv1.StageRequestReceived, auditv1.StageResponseComplete} {
+			e := auditv1.Event{AuditID: types.UID(fmt.Sprintf("id-%d", i)), Stage: stage, Verb: "update", User: authnv1.UserInfo{Username: r.user},
+				ObjectRef: &auditv1.ObjectReference{Resource: "leases"}, RequestReceivedTimestamp: received, StageTimestamp: received}
+			if stage == auditv1.StageResponseComplete {
+				e.ResponseStatus = &metav1.Status{Code: r.code}
+				if r.code == 504 {
+					e.ResponseStatus.Message = "Timeout: request did not complete within requested timeout - context deadline exceeded"
+				}
+			}
+			b, err := json.Marshal(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Write(append(b, '\n')); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return paths
+}
+
+// A worker leaves Ready: explained when its kubelet's last requests all
+// failed at one apiserver while the others served; unknown otherwise. A
+// control plane a step acts on is evidence.
+func TestStayReady(t *testing.T) {
+	at := time.Date(2026, 12, 1, 17, 32, 0, 0, time.UTC)
+	notReady := Event{Kind: NotReady, Node: "w1", Time: at.Add(60 * time.Second), Reason: "NodeStatusUnknown", Message: "Kubelet stopped posting node status."}
+	cpNotReady := Event{Kind: NotReady, Node: "cp3", ControlPlaneNode: true, Time: at.Add(61 * time.Second)}
+	meant := Meant([]Span{{Start: at, End: at.Add(5 * time.Minute), Restarts: []string{ControlPlane}}})
+	type req = struct {
+		server, user string
+		second       int
+		code         int32
+	}
+	kubelet := "system:node:w1"
+	stuck := auditLogs(t, at,
+		req{"cp3", kubelet, 0, 200}, req{"cp3", kubelet, 10, 504}, req{"cp3", kubelet, 20, 504}, req{"cp3", kubelet, 30, 500},
+		req{"cp1", "kubernetes-admin", 15, 200}, req{"cp2", "kubernetes-admin", 25, 201}, req{"cp3", "kubernetes-admin", 25, 504},
+		// After it left Ready: not what made it.
+		req{"cp1", kubelet, 70, 200})
+
+	if v := StayReady([]Event{cpNotReady}, meant, nil); v.Outcome != certify.Pass || !strings.HasPrefix(v.Evidence[1], "meant: ") {
+		t.Errorf("the node a step acts on: %+v", v)
+	}
+	v := StayReady([]Event{notReady, cpNotReady}, meant, stuck)
+	if v.Outcome != certify.Fail || len(v.Causes) != 1 || v.Causes[0] != CauseStuckOnOneAPIServer {
+		t.Fatalf("stuck on cp3: %+v", v)
+	}
+	for _, want := range []string{"node w1 not Ready", "last 3 request(s) (17:32:10 to 17:32:30) all failed, at cp3 ×3", "504 Timeout: request did not complete", "500 ×1", "the others served other clients (cp1 1, cp2 1)"} {
+		if !strings.Contains(v.Reason, want) {
+			t.Errorf("reason lacks %q: %s", want, v.Reason)
+		}
+	}
+	if err := v.Validate(); err != nil {
+		t.Error(err)
+	}
+	// The repository's waiver covers that cause and no other.
+	ws, err := certify.LoadWaivers(filepath.Join("..", "..", "clusters", "waivers", "upstream.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ws.Apply(v, false); got.Outcome != certify.Waived || !strings.Contains(got.Reference, "kubeadm/issues/2991") {
+		t.Errorf("waiver: %+v", got)
+	}
+	if got := ws.Apply(v, true); got.Outcome != certify.Fail {
+		t.Errorf("--strict: %+v", got)
+	}
+
+	for name, tc := range map[string]struct {
+		logs []string
+		why  string
+	}{
+		"failed at two apiservers": {auditLogs(t, at, req{"cp3", kubelet, 10, 504}, req{"cp2", kubelet, 20, 504}, req{"cp1", "admin", 20, 200}), "more than one apiserver failed it"},
+		"no other served":          {auditLogs(t, at, req{"cp3", kubelet, 10, 504}, req{"cp1", "admin", 20, 503}), "no other apiserver served anyone meanwhile"},
+		"nothing failed":           {auditLogs(t, at, req{"cp3", kubelet, 10, 200}), "did not fail at any apiserver"},
+		"no audit log":             {nil, "could not be read: no audit log"},
+	} {
+		v := StayReady([]Event{notReady}, meant, tc.logs)
+		if v.Outcome != certify.Fail || v.Causes[0] != certify.UnknownCause || !strings.Contains(v.Reason, tc.why) {
+			t.Errorf("%s: %+v", name, v)
+		}
+		if got := ws.Apply(v, false); got.Outcome != certify.Fail {
+			t.Errorf("%s: the waiver covers an unknown cause: %+v", name, got)
+		}
+	}
+}
