@@ -254,6 +254,23 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 		return err
 	}
 	if r.window != nil {
+		old, peer := r.window.Old[0].Name, r.window.New[0].Name
+		if err := r.phase(ctx, fmt.Sprintf("faults: the link %s -> %s black-holed, then slowed", old, peer), func(ctx context.Context) error {
+			r.restarting() // a fault on the control plane's links
+			for _, v := range CheckPeerLink(ctx, r.c, r.window) {
+				r.judge(v)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := r.phase(ctx, fmt.Sprintf("fault: %s's apiserver stopped, the only one serving %s", peer, r.window.Resource.Key()), func(ctx context.Context) error {
+			r.restarting()
+			r.judge(CheckOnlyPeerGone(ctx, r.c, r.window))
+			return nil
+		}); err != nil {
+			return err
+		}
 		if err := r.phase(ctx, "the gate's Beta default, and --peer-ca-file", func(ctx context.Context) error {
 			r.restarting()
 			r.judge(CheckBetaDefault(ctx, r.c, r.window))
@@ -301,7 +318,8 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 
 // windowPromises are the promises judged in the surge run's mixed window.
 func windowPromises() []certify.ID {
-	return append(append(append([]certify.ID(nil), ProxyPromises...), FaultPromises...), "mvp.defaults.beta", "mvp.trust.forged-lease")
+	out := append(append(append([]certify.ID(nil), ProxyPromises...), LinkPromises...), FaultPromises...)
+	return append(out, "mvp.fault.only-peer-gone", "mvp.defaults.beta", "mvp.trust.forged-lease")
 }
 
 // proxyChecks judges the proxy in the mixed window on a resource only

@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	admissionv1client "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 
@@ -129,123 +127,14 @@ func runtimeConfigVariant(ctx context.Context, t *testing.T, _ *envconf.Config) 
 	return ctx
 }
 
-// blackHole drops every packet from an old apiserver to its only capable
-// peer and sends a read and a write of the new resource through it.
-func blackHole(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
-	g := NewWithT(t)
-	old, peer := win.Old[0], win.New[0]
-	run := runID()
-	const clientTimeout, bound = 90 * time.Second, 65 * time.Second
-	cfg := rest.CopyConfig(old.cfg)
-	cfg.Timeout = clientTimeout
-	cs, _ := clientAs(cfg)
-	api := cs.AdmissionregistrationV1().MutatingAdmissionPolicies()
-	routeWorks(ctx, t, old)
-	before := old.scrape(ctx, t)
-	inject(ctx, t, &faults.BlackHole{From: old.Node, To: peer.Node})
-	start := time.Now()
-	var wg sync.WaitGroup
-	var read, write certification.Attempt
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		read = certification.Try(start, func() error { _, err := api.List(ctx, metav1.ListOptions{}); return err })
-	}()
-	go func() {
-		defer wg.Done()
-		write = certification.Try(start, func() error { _, err := api.Create(ctx, newPolicy(run), metav1.CreateOptions{}); return err })
-	}()
-	wg.Wait()
-	s.Measured(t, "through %s with its link to %s black-holed (client timeout %s): list %s; create %s", old.Name, peer.Name, clientTimeout, read, write)
-	for what, o := range map[string]certification.Attempt{"list": read, "create": write} {
-		g.Expect(o.Code).NotTo(Equal(404), "%s: a black hole is not a false 404", what)
-		g.Expect(o.Code).To(BeElementOf(503, 504), "%s: an explicit 503 (or the entry server's 504 timeout)", what)
-		g.Expect(o.Took).To(BeNumerically("<", bound), "%s: answered within %s", what, bound)
+// peerLink black-holes, then slows, the link from the first old
+// apiserver to its only capable peer (certification.CheckPeerLink).
+func peerLink(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+	for _, v := range certification.CheckPeerLink(ctx, s.Cluster, win.cert) {
+		s.Judge(t, v)
 	}
-	after := old.scrape(ctx, t)
-	t.Logf("%s on %s: 503 moved by %g, 504 by %g", rerouted, old.Name,
-		delta(t, before, after, rerouted, map[string]string{"code": "503"}), delta(t, before, after, rerouted, map[string]string{"code": "504"}))
-	// Not retried into a duplicate: at most the one object, once the link is back.
-	list, err := peer.client().AdmissionregistrationV1().MutatingAdmissionPolicies().List(ctx, metav1.ListOptions{LabelSelector: suiteLabel + "=" + run})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(len(list.Items)).To(BeNumerically("<=", 1), "objects the one create made")
-	s.Measured(t, "the create that failed under the black hole made %d object(s)", len(list.Items))
 	return ctx
 }
-
-// slowLink slows the link from an old apiserver to its only capable peer
-// below and above the proxy's timeouts (a userspace relay: the kernel has
-// no netem): a little slower still works; slow enough that the client
-// gives up after its create reached the peer, the object exists once, not
-// twice; slower than the TLS handshake timeout, an explicit 503.
-func slowLink(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
-	g := NewWithT(t)
-	old, peer := win.Old[0], win.New[0]
-	withTimeout := func(d time.Duration) kubernetesAPI {
-		cfg := rest.CopyConfig(old.cfg)
-		cfg.Timeout = d
-		cs, _ := clientAs(cfg)
-		return cs.AdmissionregistrationV1().MutatingAdmissionPolicies()
-	}
-	slow := func(delay time.Duration) func() {
-		f := &faults.SlowLink{From: old.Node, To: peer.Node, Delay: delay}
-		inject(ctx, t, f) // reverted at the end too, should a check fail before
-		return func() { g.Expect(f.Revert(ctx, s.Cluster)).To(Succeed(), f.Name()) }
-	}
-
-	// Below: +100 ms each way.
-	routeWorks(ctx, t, old)
-	revert := slow(100 * time.Millisecond)
-	api := withTimeout(30 * time.Second)
-	start := time.Now()
-	var below []certification.Attempt
-	for range 5 {
-		below = append(below, certification.Try(start, func() error { _, err := api.List(ctx, metav1.ListOptions{}); return err }))
-	}
-	revert()
-	for _, o := range below {
-		g.Expect(o.Code).To(Equal(200), "+100ms: %s", o)
-		g.Expect(o.Took).To(BeNumerically(">=", 200*time.Millisecond), "+100ms each way: a round trip at least: %s", o)
-	}
-	var took []string
-	for _, o := range below {
-		took = append(took, o.Took.Round(10*time.Millisecond).String())
-	}
-	s.Measured(t, "link %s -> %s +100 ms each way: 5 lists through %s all 200, in %s", old.Name, peer.Name, old.Name, strings.Join(took, ", "))
-
-	// Between: +3 s each way. TLS (one round trip) takes 6 s, the create
-	// reaches the peer at ~9 s, its answer would be back at ~12 s; the
-	// client gives up at 10.5 s.
-	run := runID()
-	revert = slow(3 * time.Second)
-	start = time.Now()
-	write := certification.Try(start, func() error {
-		_, err := withTimeout(10500*time.Millisecond).Create(ctx, newPolicy(run), metav1.CreateOptions{})
-		return err
-	})
-	made := func() int {
-		list, err := peer.client().AdmissionregistrationV1().MutatingAdmissionPolicies().List(ctx, metav1.ListOptions{LabelSelector: suiteLabel + "=" + run})
-		g.Expect(err).NotTo(HaveOccurred())
-		return len(list.Items)
-	}
-	// While the peer's answer travels back and past it: one create, never a duplicate.
-	g.Consistently(made).WithTimeout(8*time.Second).WithPolling(time.Second).Should(BeNumerically("<=", 1), "objects one create made")
-	revert()
-	g.Expect(write.Code).NotTo(Equal(404), "%s", write)
-	s.Measured(t, "link +3 s each way, client timeout 10.5 s: create through %s %s; objects made: %d", old.Name, write, made())
-
-	// Above: +6 s each way; the TLS handshake (12 s) outlasts its 10 s timeout.
-	revert = slow(6 * time.Second)
-	start = time.Now()
-	above := certification.Try(start, func() error { _, err := withTimeout(35*time.Second).List(ctx, metav1.ListOptions{}); return err })
-	revert()
-	g.Expect(above.Code).To(Equal(503), "past the TLS handshake timeout: an explicit 503: %s", above)
-	g.Expect(above.Took).To(BeNumerically("<", 20*time.Second), "%s", above)
-	s.Measured(t, "link +6 s each way: list through %s %s", old.Name, above)
-	return ctx
-}
-
-type kubernetesAPI = admissionv1client.MutatingAdmissionPolicyInterface
 
 // probe asks through sv for the new resource every interval for d and
 // returns what each request got.
@@ -273,26 +162,10 @@ func timeline(outs []certification.Attempt) string {
 	return b.String()
 }
 
-// onlyPeerStopped stops the one apiserver that serves the new resource and
-// records what the old ones answer for it from then on.
+// onlyPeerStopped stops the one apiserver that serves the new resource
+// (certification.CheckOnlyPeerGone).
 func onlyPeerStopped(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
-	g := NewWithT(t)
-	old, peer := win.Old[0], win.New[0]
-	routeWorks(ctx, t, old)
-	inject(ctx, t, &faults.StopAPIServer{Node: peer.Node})
-	outs := probe(ctx, old, 30*time.Second, time.Second)
-	t.Logf("through %s after %s's apiserver stopped: %v%s", old.Name, peer.Name, certification.Codes(outs), timeline(outs))
-	for _, o := range outs {
-		g.Expect(o.Took).To(BeNumerically("<", 35*time.Second), "no request hangs: %s", o)
-		g.Expect(o.Code).NotTo(Equal(200), "nothing left serves %s: %s", newResource, o)
-	}
-	v := certify.Verdict{ID: "mvp.fault.only-peer-gone", Outcome: certify.Pass, Evidence: []string{fmt.Sprintf("%v in 30 s", certification.Codes(outs))}}
-	if n := certification.Codes(outs)[404]; n > 0 {
-		v.Outcome = certify.Fail
-		v.Reason = fmt.Sprintf("with its only capable peer (%s) stopped, %s answered %d of %d requests for %s with 404, not 503 (%v in 30 s)",
-			peer.Name, old.Name, n, len(outs), newResource, certification.Codes(outs))
-	}
-	s.Judge(t, v)
+	s.Judge(t, certification.CheckOnlyPeerGone(ctx, s.Cluster, win.cert))
 	return ctx
 }
 

@@ -45,8 +45,7 @@ func TestWindowOne(t *testing.T) {
 			return ctx
 		}).
 		Assess("an API turned off on one apiserver is served by forwarding (deterministic variant)", runtimeConfigVariant).
-		Assess("a black-holed peer link gives an explicit 503 within a bound, never a 404 or a hang", blackHole).
-		Assess("a slowed peer link: slower below the timeouts, one write at most between, a 503 above", slowLink).
+		Assess("a black-holed peer link: an explicit 503 within a bound, never a 404 or a hang; slowed: slower below the timeouts, one write at most between, a 503 above", peerLink).
 		Assess("the only capable peer stopped", onlyPeerStopped).
 		Assess("the only capable peer killed (SIGKILL, its Lease left behind): explicit 503s within a bound", peerKilled).
 		Feature()

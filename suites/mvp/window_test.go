@@ -10,8 +10,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	admissionv1 "k8s.io/api/admissionregistration/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -25,14 +23,13 @@ import (
 	"github.com/skewer-k8s/skewer/harness/version"
 )
 
-// The resource only the newer version serves, and the label every object
-// the suite makes carries.
+// The resource only the newer version serves, and the metrics the suite
+// reads.
 const (
 	newGroup    = "admissionregistration.k8s.io"
 	newVersion  = "v1"
 	newResource = "mutatingadmissionpolicies"
 	newPath     = "/apis/" + newGroup + "/" + newVersion + "/" + newResource
-	suiteLabel  = "skewer.io/mvp"
 	rerouted    = "apiserver_rerouted_request_total"
 	// peerProxyErrors exists from 1.36.
 	peerProxyErrors = "apiserver_peer_proxy_errors_total"
@@ -288,32 +285,4 @@ func (tr *tracer) take() []call {
 	out := tr.calls
 	tr.calls = nil
 	return out
-}
-
-// newPolicy is a MutatingAdmissionPolicy that changes nothing that exists:
-// it matches ConfigMaps in a namespace no one makes, and nothing binds it.
-func newPolicy(run string) *admissionv1.MutatingAdmissionPolicy {
-	never := admissionv1.NeverReinvocationPolicy
-	return &admissionv1.MutatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "mvp-", Labels: map[string]string{suiteLabel: run}},
-		Spec: admissionv1.MutatingAdmissionPolicySpec{
-			MatchConstraints: &admissionv1.MatchResources{
-				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "skewer-mvp-nowhere"}},
-				ResourceRules: []admissionv1.NamedRuleWithOperations{{RuleWithOperations: admissionv1.RuleWithOperations{
-					Operations: []admissionv1.OperationType{admissionv1.Create},
-					Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
-				}}},
-			},
-			Mutations: []admissionv1.Mutation{{
-				PatchType:          admissionv1.PatchTypeApplyConfiguration,
-				ApplyConfiguration: &admissionv1.ApplyConfiguration{Expression: `Object{metadata: Object.metadata{labels: {"skewer.io/mutated": "true"}}}`},
-			}},
-			ReinvocationPolicy: never,
-		},
-	}
-}
-
-// runID tells this run's objects from any other's.
-func runID() string {
-	return fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff)
 }

@@ -1,0 +1,376 @@
+package certification
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/faults"
+)
+
+// LinkPromises are the promises CheckPeerLink judges.
+var LinkPromises = []certify.ID{"mvp.fault.black-hole", "mvp.fault.slow-link", "mvp.fault.no-duplicate-write"}
+
+// Bounds of the peer-link faults.
+const (
+	// blackHoleBound: an apiserver gives up on a request after its
+	// --request-timeout (1 min, kubeadm leaves the default) and answers 504;
+	// the proxy's own dial may answer 503 sooner. Past it is a hang.
+	blackHoleBound = 65 * time.Second
+	// slowAboveBound: a link slower than the proxy's TLS handshake timeout
+	// (10 s) is given up at the handshake: an explicit 503 well before the
+	// request timeout.
+	slowAboveBound = 20 * time.Second
+)
+
+// linkRun is one run of the peer-link checks: the window's first older
+// apiserver, asked for the window's resource while its link to the first
+// newer one (the only capable peer it has in a one-newer window) is cut
+// or slowed.
+type linkRun struct {
+	c         *cluster.Cluster
+	w         *Window
+	old, peer cluster.Node
+	run       string                     // the label value of what this run creates
+	obj       *unstructured.Unstructured // a sample object to create; nil: none, reads only
+}
+
+// CheckPeerLink judges the proxy with the link from the window's first
+// older apiserver to its first newer one black-holed (every packet
+// dropped), then slowed below, between and above the proxy's timeouts (a
+// userspace relay: the kernel has no netem):
+//   - mvp.fault.black-hole: a read and a write through the older server
+//     are each answered 503 or 504 within blackHoleBound, never 404.
+//   - mvp.fault.slow-link: +100 ms each way, five reads are served, each
+//     at least a round trip slower; +6 s each way (past the 10 s TLS
+//     handshake timeout), a read is an explicit 503 within slowAboveBound.
+//   - mvp.fault.no-duplicate-write: the write under the black hole, and a
+//     write at +3 s each way whose client gives up after it reached the
+//     peer, each made at most one object, watched while the answer
+//     travels back. Skipped without a sample object of the resource.
+//
+// Every fault is reverted before it returns, whatever happened.
+func CheckPeerLink(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Verdict {
+	holeID, slowID, dupID := LinkPromises[0], LinkPromises[1], LinkPromises[2]
+	failAll := func(format string, args ...any) []certify.Verdict {
+		return []certify.Verdict{fail(holeID, format, args...), fail(slowID, format, args...), fail(dupID, format, args...)}
+	}
+	l := &linkRun{c: c, w: w, run: fmt.Sprintf("link-%x", time.Now().UnixNano()&0xffffffffff)}
+	var err error
+	if l.old, err = c.Node(ctx, w.Old[0].Name); err != nil {
+		return failAll("%v", err)
+	}
+	if l.peer, err = c.Node(ctx, w.New[0].Name); err != nil {
+		return failAll("%v", err)
+	}
+	if obj, err := sample(w.Resource); err == nil {
+		l.obj = obj
+	}
+	defer l.cleanUp(context.WithoutCancel(ctx))
+
+	hole, holeMade := l.blackHole(ctx)
+	slow, slowMade := l.slowLink(ctx)
+	dup := certify.Verdict{ID: dupID, Outcome: certify.Skipped,
+		Reason: fmt.Sprintf("no sample object of %s (%s): no write to make", w.Resource.Key(), samplePath(w.Resource))}
+	if l.obj != nil {
+		dup = certify.Verdict{ID: dupID, Outcome: certify.Pass, Evidence: []string{holeMade, slowMade}}
+		for _, m := range []string{holeMade, slowMade} {
+			if strings.Contains(m, "DUPLICATE") || strings.HasPrefix(m, "could not count") {
+				dup = certify.Verdict{ID: dupID, Outcome: certify.Fail, Evidence: dup.Evidence, Reason: m}
+				break
+			}
+		}
+	}
+	return []certify.Verdict{hole, slow, dup}
+}
+
+// api is the window's resource through the older server, with a client
+// timeout.
+func (l *linkRun) api(timeout time.Duration) (dynamic.ResourceInterface, error) {
+	cfg := rest.CopyConfig(l.w.Old[0].Config)
+	cfg.Timeout = timeout
+	return l.w.api(Server{Name: l.w.Old[0].Name, Version: l.w.Old[0].Version, Config: cfg}, "default")
+}
+
+// with runs fn with f injected and reverts f however fn ends.
+func (l *linkRun) with(ctx context.Context, f faults.Fault, fn func() error) error {
+	if _, err := l.w.RouteWorks(ctx, "default"); err != nil {
+		return fmt.Errorf("before %s: %w", f.Name(), err)
+	}
+	if err := f.Inject(ctx, l.c); err != nil {
+		_ = f.Revert(context.WithoutCancel(ctx), l.c)
+		return fmt.Errorf("%s: %w", f.Name(), err)
+	}
+	ferr := fn()
+	if err := f.Revert(context.WithoutCancel(ctx), l.c); err != nil {
+		return fmt.Errorf("reverting %s: %w", f.Name(), err)
+	}
+	return ferr
+}
+
+// write creates one object of the run through api; with no sample, it
+// does nothing and says so.
+func (l *linkRun) write(ctx context.Context, api dynamic.ResourceInterface, start time.Time) (Attempt, bool) {
+	if l.obj == nil {
+		return Attempt{}, false
+	}
+	obj := l.obj.DeepCopy()
+	labels := obj.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[routeLabel] = l.run
+	obj.SetLabels(labels)
+	if l.w.Resource.Namespaced {
+		obj.SetNamespace("default")
+	}
+	return Try(start, func() error { _, err := api.Create(ctx, obj, metav1.CreateOptions{}); return err }), true
+}
+
+// made counts the objects of the run, asked of the newer server.
+func (l *linkRun) made(ctx context.Context) (int, error) {
+	api, err := l.w.api(l.w.New[0], "default")
+	if err != nil {
+		return 0, err
+	}
+	list, err := api.List(ctx, metav1.ListOptions{LabelSelector: routeLabel + "=" + l.run})
+	if err != nil {
+		return 0, err
+	}
+	return len(list.Items), nil
+}
+
+// mostMade counts the objects of the run every second for d and returns
+// the most seen: one write makes one object, and a retried one would show
+// a second while the first answer travels back.
+func (l *linkRun) mostMade(ctx context.Context, what string, d time.Duration) string {
+	most := 0
+	for end := time.Now().Add(d); ; time.Sleep(time.Second) {
+		n, err := l.made(ctx)
+		if err != nil {
+			return fmt.Sprintf("could not count what %s made: %v", what, err)
+		}
+		most = max(most, n)
+		if time.Now().After(end) {
+			break
+		}
+	}
+	if most > 1 {
+		return fmt.Sprintf("DUPLICATE: %s made %d objects", what, most)
+	}
+	return fmt.Sprintf("%s made %d object(s), counted through %s for %s", what, most, l.w.New[0].Name, d)
+}
+
+func (l *linkRun) cleanUp(ctx context.Context) {
+	if l.obj == nil {
+		return
+	}
+	if api, err := l.w.api(l.w.New[0], "default"); err == nil {
+		_ = api.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: routeLabel + "=" + l.run})
+	}
+}
+
+// blackHole judges mvp.fault.black-hole and says what the write made.
+func (l *linkRun) blackHole(ctx context.Context) (certify.Verdict, string) {
+	const id = "mvp.fault.black-hole"
+	api, err := l.api(blackHoleBound + 25*time.Second)
+	if err != nil {
+		return fail(id, "%v", err), "could not count: " + err.Error()
+	}
+	f := &faults.BlackHole{From: l.old, To: l.peer}
+	tried := map[string]Attempt{}
+	err = l.with(ctx, f, func() error {
+		start := time.Now()
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			a := Try(start, func() error { _, err := api.List(ctx, metav1.ListOptions{Limit: 1}); return err })
+			mu.Lock()
+			tried["list"] = a
+			mu.Unlock()
+		}()
+		go func() {
+			defer wg.Done()
+			if a, ok := l.write(ctx, api, start); ok {
+				mu.Lock()
+				tried["create"] = a
+				mu.Unlock()
+			}
+		}()
+		wg.Wait()
+		return nil
+	})
+	if err != nil {
+		return fail(id, "%v", err), "could not count: " + err.Error()
+	}
+	made := "no write made (no sample object)"
+	if _, ok := tried["create"]; ok {
+		made = l.mostMade(ctx, "the create under the black hole", 3*time.Second)
+	}
+	var bad, ev []string
+	for _, what := range []string{"list", "create"} {
+		a, ok := tried[what]
+		if !ok {
+			continue
+		}
+		ev = append(ev, fmt.Sprintf("%s: %s %s through %s: %s", f.Name(), what, l.w.Resource.Key(), l.w.Old[0].Name, a))
+		switch {
+		case a.Code == 404:
+			bad = append(bad, fmt.Sprintf("%s answered 404 (a false 404: the resource exists): %s", what, a))
+		case a.Code != 503 && a.Code != 504:
+			bad = append(bad, fmt.Sprintf("%s: want an explicit 503 or the entry's 504 timeout: %s", what, a))
+		case a.Took >= blackHoleBound:
+			bad = append(bad, fmt.Sprintf("%s answered after %s, past the bound %s: %s", what, a.Took.Round(100*time.Millisecond), blackHoleBound, a))
+		}
+	}
+	if len(bad) > 0 {
+		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Reason: strings.Join(bad, "; ")}, made
+	}
+	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}, made
+}
+
+// slowLink judges mvp.fault.slow-link and says what the write between the
+// timeouts made.
+func (l *linkRun) slowLink(ctx context.Context) (certify.Verdict, string) {
+	const id = "mvp.fault.slow-link"
+	slow := func(d time.Duration) *faults.SlowLink { return &faults.SlowLink{From: l.old, To: l.peer, Delay: d} }
+	var bad, ev []string
+
+	// Below: +100 ms each way, five reads, each at least a round trip slower.
+	api, err := l.api(30 * time.Second)
+	if err != nil {
+		return fail(id, "%v", err), "could not count: " + err.Error()
+	}
+	var below []Attempt
+	f := slow(100 * time.Millisecond)
+	if err := l.with(ctx, f, func() error {
+		start := time.Now()
+		for range 5 {
+			below = append(below, Try(start, func() error { _, err := api.List(ctx, metav1.ListOptions{Limit: 1}); return err }))
+		}
+		return nil
+	}); err != nil {
+		return fail(id, "%v", err), "could not count: " + err.Error()
+	}
+	var took []string
+	for _, a := range below {
+		took = append(took, a.Took.Round(10*time.Millisecond).String())
+		if a.Code != 200 || a.Took < 200*time.Millisecond {
+			bad = append(bad, fmt.Sprintf("%s: want 200 in at least a round trip (200ms): %s", f.Name(), a))
+		}
+	}
+	ev = append(ev, fmt.Sprintf("%s: 5 lists through %s: %v in %s", f.Name(), l.w.Old[0].Name, Codes(below), strings.Join(took, ", ")))
+
+	// Between: +3 s each way. The TLS handshake takes 6 s, the create
+	// reaches the peer at ~9 s, its answer would be back at ~12 s; the
+	// client gives up at 10.5 s.
+	made := "no write made (no sample object)"
+	if l.obj != nil {
+		wapi, err := l.api(10500 * time.Millisecond)
+		if err != nil {
+			return fail(id, "%v", err), "could not count: " + err.Error()
+		}
+		f = slow(3 * time.Second)
+		if err := l.with(ctx, f, func() error {
+			a, _ := l.write(ctx, wapi, time.Now())
+			ev = append(ev, fmt.Sprintf("%s: create through %s with a 10.5 s client timeout: %s", f.Name(), l.w.Old[0].Name, a))
+			if a.Code == 404 {
+				bad = append(bad, fmt.Sprintf("%s: create answered 404: %s", f.Name(), a))
+			}
+			made = l.mostMade(ctx, "the create given up at +3 s each way", 8*time.Second)
+			return nil
+		}); err != nil {
+			return fail(id, "%v", err), "could not count: " + err.Error()
+		}
+	}
+
+	// Above: +6 s each way; the handshake (12 s) outlasts its 10 s timeout.
+	api, err = l.api(35 * time.Second)
+	if err != nil {
+		return fail(id, "%v", err), made
+	}
+	f = slow(6 * time.Second)
+	var above Attempt
+	if err := l.with(ctx, f, func() error {
+		above = Try(time.Now(), func() error { _, err := api.List(ctx, metav1.ListOptions{Limit: 1}); return err })
+		return nil
+	}); err != nil {
+		return fail(id, "%v", err), made
+	}
+	ev = append(ev, fmt.Sprintf("%s: list through %s: %s", f.Name(), l.w.Old[0].Name, above))
+	if above.Code != 503 || above.Took >= slowAboveBound {
+		bad = append(bad, fmt.Sprintf("%s: want an explicit 503 within %s (past the TLS handshake timeout): %s", f.Name(), slowAboveBound, above))
+	}
+	if len(bad) > 0 {
+		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Reason: strings.Join(bad, "; ")}, made
+	}
+	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}, made
+}
+
+// CauseNoCapablePeer is why an older apiserver answers 404 for a resource
+// only a stopped peer served: with no peer left holding an identity Lease
+// that serves it, the proxy lets the request fall through to the local
+// handler, which does not serve it.
+const CauseNoCapablePeer = "no-capable-peer"
+
+// CheckOnlyPeerGone judges mvp.fault.only-peer-gone in a window with one
+// newer apiserver: it is stopped cleanly (its identity Lease goes with
+// it) and the resource only it serves is asked for through the first
+// older one every second for 30 s: each answer comes within the client's
+// 35 s (no hang), none is served (nothing left serves it), and none is a
+// 404. The apiserver is started again before it returns.
+func CheckOnlyPeerGone(ctx context.Context, c *cluster.Cluster, w *Window) certify.Verdict {
+	const id = "mvp.fault.only-peer-gone"
+	const d, timeout = 30 * time.Second, 35 * time.Second
+	if len(w.New) != 1 {
+		return certify.Verdict{ID: id, Outcome: certify.Skipped, Reason: fmt.Sprintf("the window has %d newer apiservers, not one", len(w.New))}
+	}
+	old, gone := w.Old[0], w.New[0]
+	node, err := c.Node(ctx, gone.Name)
+	if err != nil {
+		return fail(id, "%v", err)
+	}
+	f := &faults.StopAPIServer{Node: node}
+	l := &linkRun{c: c, w: w}
+	var as []Attempt
+	if err := l.with(ctx, f, func() error {
+		var err error
+		as, err = w.Probe(ctx, old, d, time.Second, timeout)
+		return err
+	}); err != nil {
+		return fail(id, "%v", err)
+	}
+	codes := Codes(as)
+	ev := []string{fmt.Sprintf("%s: %s through %s every second for %s: %v; %s", f.Name(), w.Resource.Key(), old.Name, d, codes, strings.Join(messages(as), ", "))}
+	var bad, causes []string
+	for _, a := range as {
+		switch {
+		case a.Took >= timeout || a.Code == 0:
+			bad = append(bad, "no answer: "+a.String())
+			causes = append(causes, certify.UnknownCause)
+		case a.Code == 200:
+			bad = append(bad, "served although nothing serves it: "+a.String())
+			causes = append(causes, certify.UnknownCause)
+		}
+	}
+	if n := codes[404]; n > 0 {
+		bad = append(bad, fmt.Sprintf("%d of %d answered 404, not 503", n, len(as)))
+		causes = append(causes, CauseNoCapablePeer)
+	}
+	if len(bad) > 0 {
+		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Causes: causes,
+			Reason: fmt.Sprintf("with its only capable peer %s stopped, %s: %s", gone.Name, old.Name, strings.Join(bad[:min(3, len(bad))], "; "))}
+	}
+	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
+}
