@@ -31,7 +31,8 @@ const (
 	Containerd = "containerd"
 	// NotReady: a node's Ready condition left True.
 	NotReady = "not-ready"
-	// Evicted: the kubelet evicted a Pod (node pressure).
+	// Evicted: the kubelet evicted a Pod (node pressure, or a Pod past its
+	// local storage limits).
 	Evicted = "evicted"
 	// OOMKilled: a container the kernel killed for memory that was not
 	// started again (a Pod that does not restart it); one that was is a

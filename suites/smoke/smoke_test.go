@@ -254,7 +254,8 @@ func TestUnplannedRestartIsCaught(t *testing.T) {
 		WithLabel("area", "smoke").WithLabel("disruptive", "true").
 		WithLabel(suite.RestartsLabel, "coredns").WithLabel(suite.RestartsLabel, restarts.Kubelet).
 		WithLabel(suite.RestartsLabel, restarts.NotReady).WithLabel(suite.RestartsLabel, restarts.OOMKilled).
-		Assess("a suite that kills CoreDNS, restarts a kubelet and OOM-kills a Pod unannounced fails, names them, cleans up", killedFromOutside).
+		WithLabel(suite.RestartsLabel, restarts.Evicted).
+		Assess("a suite that kills CoreDNS, restarts a kubelet, OOM-kills a Pod and has one evicted unannounced fails, names them, cleans up", killedFromOutside).
 		Feature()
 	s.Env.Test(t, f)
 }
@@ -285,6 +286,7 @@ func killedFromOutside(ctx context.Context, t *testing.T, _ *envconf.Config) con
 	g.Expect(output).To(MatchRegexp(`kube-system/coredns-\S+ container coredns on \S+ restarted \(count \d+, exit code 137 Error\)`))
 	g.Expect(output).To(MatchRegexp(`kubelet on \S+ started again \(it was stopped\)`))
 	g.Expect(output).To(MatchRegexp(`unplanned-\S+/hog container hog on \S+ killed for memory \(exit code 137\)`))
+	g.Expect(output).To(MatchRegexp(`unplanned-\S+/filler on \S+ evicted by its kubelet \(.*(?i:emptydir).*\)`))
 	g.Expect(output).To(ContainSubstring("last lines: "))
 	g.Expect(output).NotTo(ContainSubstring("not watched: "))
 	dir := filepath.Join(artifacts, "clusters", s.Cluster.Name)

@@ -1,7 +1,8 @@
 // Package unplanned is a suite that does what it does not declare: it
-// kills CoreDNS, restarts a kubelet and runs a Pod the kernel kills for
-// memory, in a feature with no restarts label. suites/smoke runs it against its own cluster and expects it to
-// fail, name both, export its evidence and leave nothing running. It is
+// kills CoreDNS, restarts a kubelet, runs a Pod the kernel kills for
+// memory and one its kubelet evicts for disk, in a feature with no
+// restarts label. suites/smoke runs it against its own cluster and expects it to
+// fail, name each, export its evidence and leave nothing running. It is
 // under testdata so that ./... never runs it on its own.
 package unplanned
 
@@ -49,7 +50,7 @@ func TestUnplanned(t *testing.T) {
 				ContainElement(And(HaveField("Kind", restarts.Kubelet), HaveField("Node", node.Name)))))
 			return ctx
 		}).
-		Assess("a container killed for memory, in a Pod that does not restart it", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+		Assess("a container killed for memory, and a Pod its kubelet evicts for disk", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			g := NewWithT(t)
 			image, err := (&nodeimage.Builder{Out: suite.LogWriter(t)}).FixtureImage(ctx)
 			g.Expect(err).NotTo(HaveOccurred())
@@ -62,15 +63,28 @@ func TestUnplanned(t *testing.T) {
 			defer func() {
 				_ = cs.CoreV1().Namespaces().Delete(context.WithoutCancel(ctx), ns.Name, metav1.DeleteOptions{})
 			}()
-			limit := corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("24Mi")}
-			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "hog"}, Spec: corev1.PodSpec{
-				RestartPolicy: corev1.RestartPolicyNever,
-				Containers: []corev1.Container{{Name: "hog", Image: image, ImagePullPolicy: corev1.PullNever, Args: []string{"hog"},
-					Resources: corev1.ResourceRequirements{Limits: limit, Requests: limit}}}}}
-			_, err = cs.CoreV1().Pods(ns.Name).Create(ctx, pod, metav1.CreateOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Eventually(s.Events).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(
-				ContainElement(And(HaveField("Kind", restarts.OOMKilled), HaveField("Pod", "hog"))), "the kernel kills the hog at 24Mi")
+			hog := func(name string, args []string, limits corev1.ResourceList, volumes []corev1.Volume, mounts []corev1.VolumeMount) *corev1.Pod {
+				return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
+					RestartPolicy: corev1.RestartPolicyNever, Volumes: volumes,
+					Containers: []corev1.Container{{Name: "hog", Image: image, ImagePullPolicy: corev1.PullNever, Args: append([]string{"hog"}, args...),
+						Resources: corev1.ResourceRequirements{Limits: limits, Requests: limits}, VolumeMounts: mounts}}}}
+			}
+			memory := corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("24Mi")}
+			// The kubelet measures an emptyDir's usage and evicts the Pod
+			// once it is past the volume's sizeLimit (local storage
+			// capacity isolation); the file grows well past it.
+			sizeLimit := resource.MustParse("2Mi")
+			disk := hog("filler", []string{"-dir=/fill", "-step=1048576", "-every=100ms", "-limit=16777216"}, nil,
+				[]corev1.Volume{{Name: "fill", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &sizeLimit}}}},
+				[]corev1.VolumeMount{{Name: "fill", MountPath: "/fill"}})
+			for _, pod := range []*corev1.Pod{hog("hog", nil, memory, nil, nil), disk} {
+				_, err = cs.CoreV1().Pods(ns.Name).Create(ctx, pod, metav1.CreateOptions{})
+				g.Expect(err).NotTo(HaveOccurred())
+			}
+			g.Eventually(s.Events).WithTimeout(3*time.Minute).WithPolling(time.Second).Should(And(
+				ContainElement(And(HaveField("Kind", restarts.OOMKilled), HaveField("Pod", "hog"))),
+				ContainElement(And(HaveField("Kind", restarts.Evicted), HaveField("Pod", "filler")))),
+				"the kernel kills the hog at 24Mi, the kubelet evicts the filler past its 2Mi emptyDir")
 			return ctx
 		}).
 		Feature()
