@@ -1,9 +1,15 @@
 package restarts
 
 import (
+	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/skewer-k8s/skewer/harness/certify"
 )
@@ -92,5 +98,51 @@ func TestLineWriter(t *testing.T) {
 	}
 	if strings.Join(got, ",") != `{"a":1},{"b":2}` {
 		t.Errorf("lines: %q", got)
+	}
+}
+
+// An eviction is one event: the containers it killed, reported
+// terminated with their restart counts raised in the same update, are
+// not restarts of their own, and the kubelet's Evicted event for the same
+// Pod adds nothing. A Pod whose containers exit 0 on SIGTERM keeps no
+// trace of its eviction in its status: the kubelet's event alone names
+// it. A restart outside an eviction is one event; an Evicted event from
+// before the monitor, or not the kubelet's, none.
+func TestEvictionIsOneEvent(t *testing.T) {
+	done, cancel := context.WithCancel(context.Background())
+	cancel() // no log reads
+	start := time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)
+	m := &Monitor{journals: done, controlPlanes: map[string]bool{}, evicted: map[types.UID]bool{}, started: start}
+	const msg = `Usage of EmptyDir volume "fill" exceeds the limit "2Mi".`
+	pod := func(uid types.UID, reason string, count int32) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "filler-" + string(uid), Namespace: "ns", UID: uid},
+			Spec: corev1.PodSpec{NodeName: "w1"},
+			Status: corev1.PodStatus{Reason: reason, Message: msg,
+				ContainerStatuses: []corev1.ContainerStatus{{Name: "hog", RestartCount: count,
+					LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "ContainerStatusUnknown"}}}}}}
+	}
+	event := func(uid types.UID, at time.Time, component string) *corev1.Event {
+		return &corev1.Event{InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "filler-" + string(uid), UID: uid},
+			Reason: "Evicted", Message: msg, Source: corev1.EventSource{Component: component, Host: "w1"}, LastTimestamp: metav1.NewTime(at)}
+	}
+	m.comparePods(pod("a", "", 0), pod("a", "Evicted", 1))
+	m.comparePods(pod("a", "Evicted", 1), pod("a", "Evicted", 1))
+	m.evictionEvent(event("a", start.Add(time.Minute), "kubelet"))
+	m.evictionEvent(event("b", start.Add(time.Minute), "kubelet"))     // its status says Succeeded
+	m.evictionEvent(event("c", start.Add(-time.Minute), "kubelet"))    // before the monitor
+	m.evictionEvent(event("d", start.Add(time.Minute), "descheduler")) // not the kubelet
+	var pods []string
+	for _, e := range m.Events() {
+		if e.Kind != Evicted || e.Node != "w1" || !strings.Contains(e.String(), "EmptyDir") {
+			t.Errorf("not an eviction on w1: %s", e)
+		}
+		pods = append(pods, e.Pod)
+	}
+	if slices.Sort(pods); strings.Join(pods, ",") != "filler-a,filler-b" {
+		t.Fatalf("evicted: %v", pods)
+	}
+	m.comparePods(pod("e", "", 0), pod("e", "", 1))
+	if got := m.Events(); len(got) != 3 || !slices.ContainsFunc(got, func(e Event) bool { return e.Kind == Container && e.ExitCode == 137 }) {
+		t.Errorf("a restart: %+v", got)
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -111,18 +113,21 @@ type Monitor struct {
 	stopJournals  context.CancelFunc
 	followed      map[string]bool
 	controlPlanes map[string]bool
+	evicted       map[types.UID]bool // Pods recorded as evicted, by either sign
+	started       time.Time
 	exits         map[string]exit
 	journalErrors []string
 }
 
 // Start watches every Pod and Node through cs (informers: they relist and
 // rewatch across apiserver restarts, and a relist still shows a restart
-// count that rose while the watch was down), and the kubelet and
-// containerd units of every node once it is Ready. Events before Start
-// are not counted.
+// count that rose while the watch was down), the kubelets' Evicted
+// events, and the kubelet and containerd units of every node once it is
+// Ready. Events before Start are not counted.
 func Start(ctx context.Context, cs kubernetes.Interface) (*Monitor, error) {
 	m := &Monitor{cs: cs, stop: make(chan struct{}), phase: "start", logCtx: context.WithoutCancel(ctx),
-		followed: map[string]bool{}, controlPlanes: map[string]bool{}, exits: map[string]exit{}}
+		followed: map[string]bool{}, controlPlanes: map[string]bool{}, evicted: map[types.UID]bool{}, exits: map[string]exit{},
+		started: time.Now()}
 	m.journals, m.stopJournals = context.WithCancel(context.WithoutCancel(ctx))
 	factory := informers.NewSharedInformerFactory(cs, 0)
 	pods := factory.Core().V1().Pods().Informer()
@@ -162,14 +167,66 @@ func Start(ctx context.Context, cs kubernetes.Interface) (*Monitor, error) {
 		m.Stop()
 		return nil, err
 	}
-	factory.Start(m.stop)
-	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			m.Stop()
-			return nil, fmt.Errorf("the watch of %v did not sync: %v", typ, ctx.Err())
+	// A Pod the kubelet evicts whose containers exit 0 on SIGTERM ends
+	// Succeeded, with no trace of the eviction in its status
+	// (kubernetes#120182, #141483): the kubelet's Evicted event is the
+	// sign that is always there.
+	evictions := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = "reason=Evicted"
+	}))
+	if _, err := evictions.Core().V1().Events().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if ev, ok := obj.(*corev1.Event); ok {
+				m.evictionEvent(ev)
+			}
+		},
+	}); err != nil {
+		m.Stop()
+		return nil, err
+	}
+	for _, f := range []informers.SharedInformerFactory{factory, evictions} {
+		f.Start(m.stop)
+		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				m.Stop()
+				return nil, fmt.Errorf("the watch of %v did not sync: %v", typ, ctx.Err())
+			}
 		}
 	}
 	return m, nil
+}
+
+// evictionEvent records the Pod a kubelet's Evicted event names, once,
+// unless the event is older than the monitor.
+func (m *Monitor) evictionEvent(ev *corev1.Event) {
+	if ev.InvolvedObject.Kind != "Pod" || ev.Source.Component != "kubelet" && ev.ReportingController != "kubelet" {
+		return
+	}
+	at := ev.LastTimestamp.Time
+	if at.IsZero() {
+		at = ev.EventTime.Time
+	}
+	if at.IsZero() || at.Before(m.started.Truncate(time.Second)) {
+		return
+	}
+	node := ev.Source.Host
+	if node == "" {
+		node = ev.ReportingInstance
+	}
+	m.addEviction(ev.InvolvedObject.UID, Event{Kind: Evicted, Time: at, Node: node, Namespace: ev.InvolvedObject.Namespace,
+		Pod: ev.InvolvedObject.Name, Reason: ev.Reason, Message: ev.Message})
+}
+
+// addEviction records the eviction of the Pod uid once, whichever sign
+// of it (its status, the kubelet's event) comes first.
+func (m *Monitor) addEviction(uid types.UID, e Event) {
+	m.mu.Lock()
+	seen := m.evicted[uid]
+	m.evicted[uid] = true
+	m.mu.Unlock()
+	if !seen {
+		m.add(e)
+	}
 }
 
 // Phase names the phase the events seen from now on belong to.
@@ -253,14 +310,20 @@ func (m *Monitor) setLogs(i int, lines []string) {
 // comparePods records every container of after whose restart count rose
 // since before (init containers, native sidecars among them, too), a
 // container newly killed for memory that was not started again, and a
-// Pod the kubelet newly evicted.
+// Pod the kubelet newly evicted (its containers with it).
 func (m *Monitor) comparePods(before, after *corev1.Pod) {
 	if before.UID != after.UID {
 		return // a new Pod under the same name starts from zero
 	}
-	if after.Status.Reason == "Evicted" && before.Status.Reason != "Evicted" {
-		m.add(Event{Kind: Evicted, Time: time.Now(), Node: after.Spec.NodeName, Namespace: after.Namespace, Pod: after.Name,
-			Reason: after.Status.Reason, Message: after.Status.Message})
+	if after.Status.Reason == "Evicted" {
+		if before.Status.Reason != "Evicted" {
+			m.addEviction(after.UID, Event{Kind: Evicted, Time: time.Now(), Node: after.Spec.NodeName, Namespace: after.Namespace, Pod: after.Name,
+				Reason: after.Status.Reason, Message: after.Status.Message})
+		}
+		// Its containers, killed by the eviction, are that one event: the
+		// kubelet reports each terminated (ContainerStatusUnknown, 137)
+		// with its restart count raised, in the same update.
+		return
 	}
 	was := map[string]corev1.ContainerStatus{}
 	for _, st := range statuses(before) {
