@@ -82,10 +82,10 @@ func CheckPeerLink(ctx context.Context, c *cluster.Cluster, w *Window) []certify
 	dup := certify.Verdict{ID: dupID, Outcome: certify.Skipped,
 		Reason: fmt.Sprintf("no sample object of %s (%s): no write to make", w.Resource.Key(), samplePath(w.Resource))}
 	if l.obj != nil {
-		dup = certify.Verdict{ID: dupID, Outcome: certify.Pass, Evidence: []string{holeMade, slowMade}}
-		for _, m := range []string{holeMade, slowMade} {
-			if strings.Contains(m, "DUPLICATE") || strings.HasPrefix(m, "could not count") {
-				dup = certify.Verdict{ID: dupID, Outcome: certify.Fail, Evidence: dup.Evidence, Reason: m}
+		dup = certify.Verdict{ID: dupID, Outcome: certify.Pass, Evidence: []string{holeMade.said, slowMade.said}}
+		for _, w := range []written{holeMade, slowMade} {
+			if w.bad {
+				dup = certify.Verdict{ID: dupID, Outcome: certify.Fail, Evidence: dup.Evidence, Reason: w.said}
 				break
 			}
 		}
@@ -149,15 +149,28 @@ func (l *linkRun) made(ctx context.Context) (int, error) {
 	return len(list.Items), nil
 }
 
+// written is what a write under a fault made, said for the evidence; bad
+// when it made more than one object, or could not be counted.
+type written struct {
+	said string
+	bad  bool
+}
+
+// noWrite is what a run without a sample object writes.
+var noWrite = written{said: "no write made (no sample object)"}
+
+// uncounted is a write whose objects could not be counted.
+func uncounted(err error) written { return written{said: "could not count: " + err.Error(), bad: true} }
+
 // mostMade counts the objects of the run every second for d and returns
 // the most seen: one write makes one object, and a retried one would show
 // a second while the first answer travels back.
-func (l *linkRun) mostMade(ctx context.Context, what string, d time.Duration) string {
+func (l *linkRun) mostMade(ctx context.Context, what string, d time.Duration) written {
 	most := 0
 	for end := time.Now().Add(d); ; time.Sleep(time.Second) {
 		n, err := l.made(ctx)
 		if err != nil {
-			return fmt.Sprintf("could not count what %s made: %v", what, err)
+			return uncounted(fmt.Errorf("what %s made: %w", what, err))
 		}
 		most = max(most, n)
 		if time.Now().After(end) {
@@ -165,9 +178,9 @@ func (l *linkRun) mostMade(ctx context.Context, what string, d time.Duration) st
 		}
 	}
 	if most > 1 {
-		return fmt.Sprintf("DUPLICATE: %s made %d objects", what, most)
+		return written{said: fmt.Sprintf("%s made %d objects: retried into a duplicate", what, most), bad: true}
 	}
-	return fmt.Sprintf("%s made %d object(s), counted through %s for %s", what, most, l.w.New[0].Name, d)
+	return written{said: fmt.Sprintf("%s made %d object(s), counted through %s for %s", what, most, l.w.New[0].Name, d)}
 }
 
 func (l *linkRun) cleanUp(ctx context.Context) {
@@ -180,11 +193,11 @@ func (l *linkRun) cleanUp(ctx context.Context) {
 }
 
 // blackHole judges mvp.fault.black-hole and says what the write made.
-func (l *linkRun) blackHole(ctx context.Context) (certify.Verdict, string) {
+func (l *linkRun) blackHole(ctx context.Context) (certify.Verdict, written) {
 	const id = "mvp.fault.black-hole"
 	api, err := l.api(blackHoleBound + 25*time.Second)
 	if err != nil {
-		return fail(id, "%v", err), "could not count: " + err.Error()
+		return fail(id, "%v", err), uncounted(err)
 	}
 	f := &faults.BlackHole{From: l.old, To: l.peer}
 	tried := map[string]Attempt{}
@@ -212,9 +225,9 @@ func (l *linkRun) blackHole(ctx context.Context) (certify.Verdict, string) {
 		return nil
 	})
 	if err != nil {
-		return fail(id, "%v", err), "could not count: " + err.Error()
+		return fail(id, "%v", err), uncounted(err)
 	}
-	made := "no write made (no sample object)"
+	made := noWrite
 	if _, ok := tried["create"]; ok {
 		made = l.mostMade(ctx, "the create under the black hole", 3*time.Second)
 	}
@@ -242,7 +255,7 @@ func (l *linkRun) blackHole(ctx context.Context) (certify.Verdict, string) {
 
 // slowLink judges mvp.fault.slow-link and says what the write between the
 // timeouts made.
-func (l *linkRun) slowLink(ctx context.Context) (certify.Verdict, string) {
+func (l *linkRun) slowLink(ctx context.Context) (certify.Verdict, written) {
 	const id = "mvp.fault.slow-link"
 	slow := func(d time.Duration) *faults.SlowLink { return &faults.SlowLink{From: l.old, To: l.peer, Delay: d} }
 	var bad, ev []string
@@ -250,7 +263,7 @@ func (l *linkRun) slowLink(ctx context.Context) (certify.Verdict, string) {
 	// Below: +100 ms each way, five reads, each at least a round trip slower.
 	api, err := l.api(30 * time.Second)
 	if err != nil {
-		return fail(id, "%v", err), "could not count: " + err.Error()
+		return fail(id, "%v", err), uncounted(err)
 	}
 	var below []Attempt
 	f := slow(100 * time.Millisecond)
@@ -261,7 +274,7 @@ func (l *linkRun) slowLink(ctx context.Context) (certify.Verdict, string) {
 		}
 		return nil
 	}); err != nil {
-		return fail(id, "%v", err), "could not count: " + err.Error()
+		return fail(id, "%v", err), uncounted(err)
 	}
 	var took []string
 	for _, a := range below {
@@ -275,11 +288,11 @@ func (l *linkRun) slowLink(ctx context.Context) (certify.Verdict, string) {
 	// Between: +3 s each way. The TLS handshake takes 6 s, the create
 	// reaches the peer at ~9 s, its answer would be back at ~12 s; the
 	// client gives up at 10.5 s.
-	made := "no write made (no sample object)"
+	made := noWrite
 	if l.obj != nil {
 		wapi, err := l.api(10500 * time.Millisecond)
 		if err != nil {
-			return fail(id, "%v", err), "could not count: " + err.Error()
+			return fail(id, "%v", err), uncounted(err)
 		}
 		f = slow(3 * time.Second)
 		if err := l.with(ctx, f, func() error {
@@ -291,7 +304,7 @@ func (l *linkRun) slowLink(ctx context.Context) (certify.Verdict, string) {
 			made = l.mostMade(ctx, "the create given up at +3 s each way", 8*time.Second)
 			return nil
 		}); err != nil {
-			return fail(id, "%v", err), "could not count: " + err.Error()
+			return fail(id, "%v", err), uncounted(err)
 		}
 	}
 
