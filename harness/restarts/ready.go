@@ -58,7 +58,7 @@ func StayReady(seen []Event, meant func(Event) bool, auditLogs []string) certify
 		return certify.Verdict{ID: id, Outcome: certify.Pass,
 			Evidence: append([]string{fmt.Sprintf("no node left Ready but one a step acted on (%d did)", len(expected))}, evidence...)}
 	}
-	requests, err := kubeletRequests(auditLogs, unexpected)
+	requests, err := requestsBefore(auditLogs, unexpected)
 	var causes, lines []string
 	for _, e := range unexpected {
 		cause, why := certify.UnknownCause, "its kubelet's requests could not be read: "+fmt.Sprint(err)
@@ -86,9 +86,9 @@ type request struct {
 
 func (r request) failed() bool { return r.code >= 500 || r.code == 0 }
 
-// kubeletRequests reads, of the audit logs at paths, every request
+// requestsBefore reads, of the audit logs at paths, every request
 // finished in the stretches before the events, by anyone.
-func kubeletRequests(paths []string, events []Event) ([]request, error) {
+func requestsBefore(paths []string, events []Event) ([]request, error) {
 	if len(paths) == 0 {
 		return nil, errors.New("no audit log")
 	}
