@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 
 	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
@@ -60,9 +59,7 @@ func (a Attempt) String() string {
 // Probe lists the window's resource through s every interval for d, each
 // request given timeout, and says how each ended.
 func (w *Window) Probe(ctx context.Context, s Server, d, interval, timeout time.Duration) ([]Attempt, error) {
-	cfg := rest.CopyConfig(s.Config)
-	cfg.Timeout = timeout
-	api, err := w.api(Server{Name: s.Name, Version: s.Version, Config: cfg}, "default")
+	api, err := w.api(s.WithTimeout(timeout), "default")
 	if err != nil {
 		return nil, err
 	}

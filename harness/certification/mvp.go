@@ -45,6 +45,13 @@ type Server struct {
 
 func (s Server) client() (*kubernetes.Clientset, error) { return kubernetes.NewForConfig(s.Config) }
 
+// WithTimeout is s with every request given timeout.
+func (s Server) WithTimeout(timeout time.Duration) Server {
+	cfg := rest.CopyConfig(s.Config)
+	cfg.Timeout = timeout
+	return Server{Name: s.Name, Version: s.Version, Config: cfg}
+}
+
 // traced is a client of s that keeps the Audit-Id of every response.
 func (s Server) traced() (*kubernetes.Clientset, *auditIDs, error) {
 	ids := &auditIDs{}
@@ -273,6 +280,20 @@ func (w *Window) api(s Server, ns string, ids ...*auditIDs) (dynamic.ResourceInt
 // routeLabel marks what the routing check makes, by run.
 const routeLabel = "skewer.io/certify-route"
 
+// mark labels obj, an object of the window's resource, as made by run,
+// in ns when the resource is namespaced.
+func (w *Window) mark(obj *unstructured.Unstructured, run, ns string) {
+	labels := obj.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[routeLabel] = run
+	obj.SetLabels(labels)
+	if w.Resource.Namespaced {
+		obj.SetNamespace(ns)
+	}
+}
+
 // CheckRouteVerbs judges mvp.route.verbs: through an older apiserver
 // alone, the window's resource is created, read, listed, updated, patched,
 // watched and deleted; the newer apiserver reads what the older one made,
@@ -304,15 +325,7 @@ func CheckRouteVerbs(ctx context.Context, w *Window, ns string, ids *auditIDs) c
 			Reason:   fmt.Sprintf("no sample object of %s (%s): create, update, patch and delete cannot be routed without one", key, samplePath(w.Resource)),
 			Evidence: []string{fmt.Sprintf("list %s through %s (%s): 200", key, old.Name, old.Version)}}
 	}
-	labels := obj.GetLabels()
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[routeLabel] = run
-	obj.SetLabels(labels)
-	if w.Resource.Namespaced {
-		obj.SetNamespace(ns)
-	}
+	w.mark(obj, run, ns)
 
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()

@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 
 	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
@@ -96,25 +95,29 @@ func CheckPeerLink(ctx context.Context, c *cluster.Cluster, w *Window) []certify
 // api is the window's resource through the older server, with a client
 // timeout.
 func (l *linkRun) api(timeout time.Duration) (dynamic.ResourceInterface, error) {
-	cfg := rest.CopyConfig(l.w.Old[0].Config)
-	cfg.Timeout = timeout
-	return l.w.api(Server{Name: l.w.Old[0].Name, Version: l.w.Old[0].Version, Config: cfg}, "default")
+	return l.w.api(l.w.Old[0].WithTimeout(timeout), "default")
 }
 
-// with runs fn with f injected and reverts f however fn ends.
-func (l *linkRun) with(ctx context.Context, f faults.Fault, fn func() error) error {
-	if _, err := l.w.RouteWorks(ctx, "default"); err != nil {
+// withFault runs fn from a working route (RouteWorks) with f injected,
+// and reverts f however fn ends.
+func withFault(ctx context.Context, c *cluster.Cluster, w *Window, f faults.Fault, fn func() error) error {
+	if _, err := w.RouteWorks(ctx, "default"); err != nil {
 		return fmt.Errorf("before %s: %w", f.Name(), err)
 	}
-	if err := f.Inject(ctx, l.c); err != nil {
-		_ = f.Revert(context.WithoutCancel(ctx), l.c)
+	if err := f.Inject(ctx, c); err != nil {
+		_ = f.Revert(context.WithoutCancel(ctx), c)
 		return fmt.Errorf("%s: %w", f.Name(), err)
 	}
 	ferr := fn()
-	if err := f.Revert(context.WithoutCancel(ctx), l.c); err != nil {
+	if err := f.Revert(context.WithoutCancel(ctx), c); err != nil {
 		return fmt.Errorf("reverting %s: %w", f.Name(), err)
 	}
 	return ferr
+}
+
+// with is withFault in the run's cluster and window.
+func (l *linkRun) with(ctx context.Context, f faults.Fault, fn func() error) error {
+	return withFault(ctx, l.c, l.w, f, fn)
 }
 
 // write creates one object of the run through api; with no sample, it
@@ -124,16 +127,13 @@ func (l *linkRun) write(ctx context.Context, api dynamic.ResourceInterface, star
 		return Attempt{}, false
 	}
 	obj := l.obj.DeepCopy()
-	labels := obj.GetLabels()
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[routeLabel] = l.run
-	obj.SetLabels(labels)
-	if l.w.Resource.Namespaced {
-		obj.SetNamespace("default")
-	}
+	l.w.mark(obj, l.run, "default")
 	return Try(start, func() error { _, err := api.Create(ctx, obj, metav1.CreateOptions{}); return err }), true
+}
+
+// mine selects the objects of the run.
+func (l *linkRun) mine() metav1.ListOptions {
+	return metav1.ListOptions{LabelSelector: routeLabel + "=" + l.run}
 }
 
 // made counts the objects of the run, asked of the newer server.
@@ -142,7 +142,7 @@ func (l *linkRun) made(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	list, err := api.List(ctx, metav1.ListOptions{LabelSelector: routeLabel + "=" + l.run})
+	list, err := api.List(ctx, l.mine())
 	if err != nil {
 		return 0, err
 	}
@@ -188,7 +188,7 @@ func (l *linkRun) cleanUp(ctx context.Context) {
 		return
 	}
 	if api, err := l.w.api(l.w.New[0], "default"); err == nil {
-		_ = api.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: routeLabel + "=" + l.run})
+		_ = api.DeleteCollection(ctx, metav1.DeleteOptions{}, l.mine())
 	}
 }
 
@@ -355,9 +355,8 @@ func CheckOnlyPeerGone(ctx context.Context, c *cluster.Cluster, w *Window) certi
 		return fail(id, "%v", err)
 	}
 	f := &faults.StopAPIServer{Node: node}
-	l := &linkRun{c: c, w: w}
 	var as []Attempt
-	if err := l.with(ctx, f, func() error {
+	if err := withFault(ctx, c, w, f, func() error {
 		var err error
 		as, err = w.Probe(ctx, old, d, time.Second, timeout)
 		return err

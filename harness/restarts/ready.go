@@ -80,8 +80,6 @@ type request struct {
 	received time.Time
 	code     int32
 	message  string
-	verb     string
-	resource string
 }
 
 func (r request) failed() bool { return r.code >= 500 || r.code == 0 }
@@ -109,12 +107,9 @@ func requestsBefore(paths []string, events []Event) ([]request, error) {
 			return nil, err
 		}
 		for _, e := range evs {
-			r := request{server: audit.ServerOf(p), user: e.User.Username, received: e.RequestReceivedTimestamp.Time, verb: e.Verb}
+			r := request{server: audit.ServerOf(p), user: e.User.Username, received: e.RequestReceivedTimestamp.Time}
 			if e.ResponseStatus != nil {
 				r.code, r.message = e.ResponseStatus.Code, e.ResponseStatus.Message
-			}
-			if e.ObjectRef != nil {
-				r.resource = e.ObjectRef.Resource
 			}
 			out = append(out, r)
 		}
