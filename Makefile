@@ -45,10 +45,12 @@ test-deps:
 	@test -n "$$SKEWER_BROWSER" || test -x /usr/bin/chromium || { $(APT) update -qq && \
 	  $(APT) install -y -qq --no-install-recommends chromium >/dev/null; }
 
-# gofmt, go vet, and actionlint (pinned in go.mod) over the workflows.
+# gofmt, go vet, code nothing uses (staticcheck's U1000), and actionlint
+# over the workflows; both tools pinned in go.mod.
 lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
+	$(GO) tool staticcheck -checks U1000 ./...
 	$(GO) tool actionlint
 
 # Unit tests: no Docker, no cluster; a headless browser for the report.

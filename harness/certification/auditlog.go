@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sort"
 	"sync"
 
 	"k8s.io/client-go/rest"
@@ -97,6 +98,31 @@ func notForwarded(ctx context.Context, c *cluster.Cluster, entry Server, others 
 		}
 	}
 	return nil
+}
+
+// servedAt waits until each request of ids (Audit-Ids) is in the audit
+// log of one of peers, and returns the name of the server that logged
+// each, sorted (tally counts them); what it found when the wait ends
+// otherwise, with the error.
+func servedAt(ctx context.Context, c *cluster.Cluster, peers []Server, ids []string) ([]string, error) {
+	var paths []string
+	for _, s := range peers {
+		paths = append(paths, c.AuditLog(s.Name))
+	}
+	var logged map[string][]audit.Logged
+	err := wait.For(ctx, "certify/audit-written", fmt.Sprintf("%d requests' audit events at %v", len(ids), names(peers)), func(ctx context.Context) (bool, string, error) {
+		var err error
+		logged, err = audit.Final(paths, ids)
+		return len(logged) == len(ids), fmt.Sprintf("%d of %d found", len(logged), len(ids)), err
+	})
+	var where []string
+	for _, evs := range logged {
+		for _, e := range evs {
+			where = append(where, e.Server())
+		}
+	}
+	sort.Strings(where)
+	return where, err
 }
 
 // all is every Audit-Id kept, in order.

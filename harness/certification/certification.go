@@ -113,7 +113,7 @@ func (in Input) selected(id certify.ID) (bool, string) {
 var checkedBy = map[rollout.Strategy][]certify.ID{
 	rollout.StrategySurge: append([]certify.ID{"rollout.versions", "rollout.membership", "rollout.rollback", "rollout.no-lost-writes",
 		"rollout.no-missed-watch-events", "rollout.no-false-404", "rollout.no-false-403", "rollout.disruption-budget", "mvp.discovery.converges",
-		"mvp.rollback.all-old", "sidecar.job.completes", "cluster.no-unexpected-restarts", "cluster.nodes-stay-ready", "mvp.audit.run-complete"}, windowPromises()...),
+		"mvp.rollback.all-old", "sidecar.job.completes", "cluster.no-unexpected-restarts", "cluster.nodes-stay-ready", "mvp.audit.run-complete", "mvp.route.runtime-config"}, windowPromises()...),
 	rollout.StrategyInPlace: {"rollout.versions", "rollout.membership", "rollout.no-lost-writes",
 		"rollout.no-missed-watch-events", "rollout.no-false-404", "rollout.no-false-403", "rollout.disruption-budget", "sidecar.job.completes",
 		"cluster.no-unexpected-restarts", "cluster.nodes-stay-ready", "mvp.audit.run-complete"},

@@ -3,6 +3,7 @@ package certification
 import (
 	"context"
 	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,7 +13,9 @@ import (
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/harness/report"
+	"github.com/skewer-k8s/skewer/harness/restarts"
 	"github.com/skewer-k8s/skewer/harness/rollout"
+	"github.com/skewer-k8s/skewer/harness/traffic"
 )
 
 func input(t *testing.T) Input {
@@ -127,3 +130,19 @@ func TestNothingSelectedMakesNoCluster(t *testing.T) {
 }
 
 func t0() time.Time { return time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC) }
+
+// A waiver for a cause no check gives would never apply: every cause the
+// repository's waivers name is one a check reports.
+func TestWaiversNameCausesChecksGive(t *testing.T) {
+	given := map[string]bool{CauseNoCapablePeer: true, CauseServerWentDown: true, CausePeerCacheRebuilt: true, CauseTransportUncounted: true,
+		restarts.CauseStuckOnOneAPIServer: true, traffic.CauseAuthorizerNotSynced: true}
+	ws, err := certify.LoadWaivers(filepath.Join("..", "..", certify.UpstreamFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, w := range ws {
+		if w.Cause != "" && !given[w.Cause] {
+			t.Errorf("the waiver of %s names the cause %q, which no check gives", id, w.Cause)
+		}
+	}
+}

@@ -53,16 +53,7 @@ func CheckBetaDefault(ctx context.Context, c *cluster.Cluster, w *Window) certif
 			strings.Join(explicit, "; "))}
 	}
 	old := w.Old[0]
-	enabled := func() (float64, error) {
-		snap, err := scrape(ctx, old)
-		if err != nil {
-			return 0, err
-		}
-		if _, ok := snap["kubernetes_feature_enabled"]; !ok {
-			return 0, fmt.Errorf("%s exports no kubernetes_feature_enabled", old.Name)
-		}
-		return snap.Sum("kubernetes_feature_enabled", map[string]string{"name": proxyGate}), nil
-	}
+	enabled := func() (float64, error) { return featureEnabled(ctx, old, proxyGate) }
 	if on, err := enabled(); err != nil || on != 1 {
 		return fail(id, "%s (%s) with the gate unset: kubernetes_feature_enabled{name=%q} = %g (%v), want 1", old.Name, old.Version, proxyGate, on, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -309,4 +310,83 @@ func peerProxyErrorsMoved(old Server, before, after metrics.Snapshot, scrapeErr 
 			Reason: fmt.Sprintf("%s{type=endpoint_resolution} on %s did not move while its only capable peer's address could not be resolved", peerProxyErrors, old.Name)}
 	}
 	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{ev}}
+}
+
+// CheckPeerStopped judges mvp.fault.peer-stopped in a window with two
+// newer apiservers or more. First, 20 lists of the window's resource
+// through the first older apiserver are spread over every capable peer
+// (each serves at least one, by the audit logs). Then the first newer one
+// is stopped cleanly (its identity Lease goes with it) and the resource
+// is asked for through the older one every half second for 20 s: no 404
+// (another capable peer serves it) and no answer slower than answerBound;
+// after that, 10 lists are each served, all by the remaining peers. The
+// apiserver is started again before it returns.
+func CheckPeerStopped(ctx context.Context, c *cluster.Cluster, w *Window) certify.Verdict {
+	const id = "mvp.fault.peer-stopped"
+	if len(w.New) < 2 {
+		return certify.Verdict{ID: id, Outcome: certify.Skipped, Reason: fmt.Sprintf("the window has %d newer apiserver(s): no next capable peer", len(w.New))}
+	}
+	old, gone, rest := w.Old[0], w.New[0], w.New[1:]
+	if _, err := w.RouteWorks(ctx, "default"); err != nil {
+		return fail(id, "%v", err)
+	}
+	lists := func(n int) ([]string, error) {
+		ids := &auditIDs{}
+		api, err := w.api(old, "default", ids)
+		if err != nil {
+			return nil, err
+		}
+		for i := range n {
+			if _, err := api.List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+				return nil, fmt.Errorf("list %d of %d through %s: %w", i+1, n, old.Name, err)
+			}
+		}
+		return servedAt(ctx, c, w.New, ids.all())
+	}
+	spread, err := lists(20)
+	if err != nil {
+		return fail(id, "before the fault: %v", err)
+	}
+	ev := []string{fmt.Sprintf("20 lists of %s through %s, served by %s", w.Resource.Key(), old.Name, tally(spread))}
+	for _, p := range w.New {
+		if !slices.Contains(spread, p.Name) {
+			return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev,
+				Reason: fmt.Sprintf("%s forwarded none of 20 lists to the capable peer %s", old.Name, p.Name)}
+		}
+	}
+	node, err := c.Node(ctx, gone.Name)
+	if err != nil {
+		return fail(id, "%v", err)
+	}
+	stop := &faults.StopAPIServer{Node: node}
+	var as []Attempt
+	var after []string
+	if err := injected(ctx, c, stop, func() error {
+		if as, err = w.Probe(ctx, old, 20*time.Second, 500*time.Millisecond, 35*time.Second); err != nil {
+			return err
+		}
+		after, err = lists(10)
+		return err
+	}); err != nil {
+		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Reason: fmt.Sprintf("with %s stopped: %v", gone.Name, err)}
+	}
+	ev = append(ev, fmt.Sprintf("%s: through %s every 500 ms for 20 s: %v; %s", stop.Name(), old.Name, Codes(as), strings.Join(messages(as), ", ")),
+		fmt.Sprintf("then 10 lists through %s, served by %s", old.Name, tally(after)))
+	var bad []string
+	for _, a := range as {
+		switch {
+		case a.Code == 0 || a.Took > answerBound:
+			bad = append(bad, "no answer within "+answerBound.String()+": "+a.String())
+		case a.Code == 404:
+			bad = append(bad, "a false 404: "+a.String())
+		}
+	}
+	if slices.Contains(after, gone.Name) {
+		bad = append(bad, fmt.Sprintf("the stopped %s logged a request after its stop", gone.Name))
+	}
+	if len(bad) > 0 {
+		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev,
+			Reason: fmt.Sprintf("with %s stopped and %v serving: %s", gone.Name, names(rest), strings.Join(bad[:min(3, len(bad))], "; "))}
+	}
+	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
 }

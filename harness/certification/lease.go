@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -13,11 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/skewer-k8s/skewer/harness/audit"
 	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/metrics"
-	"github.com/skewer-k8s/skewer/harness/wait"
 )
 
 // decoy is where a forged identity Lease says its apiserver is: an
@@ -90,26 +87,10 @@ func CheckForgedLease(ctx context.Context, c *cluster.Cluster, w *Window) certif
 		}
 	}
 	after, serr := scrape(ctx, old)
-	var paths []string
-	for _, s := range w.New {
-		paths = append(paths, c.AuditLog(s.Name))
-	}
-	sent := ids.all()
-	var logged map[string][]audit.Logged
-	if err := wait.For(ctx, "certify/audit-written", fmt.Sprintf("%d requests' audit events at the newer apiservers", len(sent)), func(ctx context.Context) (bool, string, error) {
-		var err error
-		logged, err = audit.Final(paths, sent)
-		return len(logged) == len(sent), fmt.Sprintf("%d of %d found", len(logged), len(sent)), err
-	}); err != nil {
+	where, err := servedAt(ctx, c, w.New, ids.all())
+	if err != nil {
 		bad = append(bad, err.Error())
 	}
-	var where []string
-	for _, evs := range logged {
-		for _, e := range evs {
-			where = append(where, e.Server())
-		}
-	}
-	sort.Strings(where)
 	packets, perr := countedPackets(ctx, node, decoy)
 	switch {
 	case perr != nil:

@@ -72,20 +72,9 @@ type Window struct {
 // they run newer, and, of onlyNewer (what CheckDiscovery found), the
 // first routable resource with a sample object, else the first routable.
 func OpenWindow(ctx context.Context, c *cluster.Cluster, newer version.Version, onlyNewer []discovery.Resource) (*Window, error) {
-	all, err := servers(ctx, c)
+	w, err := SplitWindow(ctx, c, newer)
 	if err != nil {
 		return nil, err
-	}
-	w := &Window{}
-	for _, s := range all {
-		if s.Version == newer {
-			w.New = append(w.New, s)
-		} else {
-			w.Old = append(w.Old, s)
-		}
-	}
-	if len(w.Old) == 0 || len(w.New) == 0 {
-		return nil, fmt.Errorf("not a mixed window: %d control plane(s) at %s of %d", len(w.New), newer, len(all))
 	}
 	var routable []discovery.Resource
 	for _, r := range onlyNewer {
@@ -102,6 +91,28 @@ func OpenWindow(ctx context.Context, c *cluster.Cluster, newer version.Version, 
 			w.Resource = r
 			break
 		}
+	}
+	return w, nil
+}
+
+// SplitWindow reads the window c is in as its apiservers split by whether
+// they run newer, with no resource: what the checks that need none (the
+// runtime-config variant) take.
+func SplitWindow(ctx context.Context, c *cluster.Cluster, newer version.Version) (*Window, error) {
+	all, err := servers(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	w := &Window{}
+	for _, s := range all {
+		if s.Version == newer {
+			w.New = append(w.New, s)
+		} else {
+			w.Old = append(w.Old, s)
+		}
+	}
+	if len(w.Old) == 0 || len(w.New) == 0 {
+		return nil, fmt.Errorf("not a mixed window: %d control plane(s) at %s of %d", len(w.New), newer, len(all))
 	}
 	return w, nil
 }

@@ -104,6 +104,11 @@ func withFault(ctx context.Context, c *cluster.Cluster, w *Window, f faults.Faul
 	if _, err := w.RouteWorks(ctx, "default"); err != nil {
 		return fmt.Errorf("before %s: %w", f.Name(), err)
 	}
+	return injected(ctx, c, f, fn)
+}
+
+// injected runs fn with f injected, and reverts f however fn ends.
+func injected(ctx context.Context, c *cluster.Cluster, f faults.Fault, fn func() error) error {
 	if err := f.Inject(ctx, c); err != nil {
 		_ = f.Revert(context.WithoutCancel(ctx), c)
 		return fmt.Errorf("%s: %w", f.Name(), err)

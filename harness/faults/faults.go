@@ -12,7 +12,9 @@ package faults
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
 )
@@ -60,4 +62,33 @@ func (b *BlackHole) Revert(ctx context.Context, _ *cluster.Cluster) error {
 	}
 	b.rule = nil
 	return nil
+}
+
+// All is several faults held together: injected in order, reverted in
+// reverse, and a revert goes on past one that fails.
+type All []Fault
+
+func (a All) Name() string {
+	var names []string
+	for _, f := range a {
+		names = append(names, f.Name())
+	}
+	return strings.Join(names, "; ")
+}
+
+func (a All) Inject(ctx context.Context, c *cluster.Cluster) error {
+	for _, f := range a {
+		if err := f.Inject(ctx, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a All) Revert(ctx context.Context, c *cluster.Cluster) error {
+	var errs []error
+	for i := len(a) - 1; i >= 0; i-- {
+		errs = append(errs, a[i].Revert(ctx, c))
+	}
+	return errors.Join(errs...)
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 
@@ -224,5 +223,3 @@ type plan struct {
 }
 
 func (p *plan) gitVersion() string { return p.v.String() }
-
-func joinKeys(keys ...string) string { return strings.Join(keys, ",") }

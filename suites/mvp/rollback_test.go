@@ -3,56 +3,29 @@ package mvp
 import (
 	"context"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 
 	"github.com/skewer-k8s/skewer/harness/certification"
-	"github.com/skewer-k8s/skewer/harness/faults"
+	"github.com/skewer-k8s/skewer/harness/discovery"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 )
-
-const gate = "UnknownVersionInteroperabilityProxy"
 
 // stranded is what a client kept of window one, met again after the
 // rollback and after the roll-through.
 var stranded *certification.Stranded
 
-// gateSwitch turns the proxy's feature gate off on an old apiserver: the
-// false 404 the proxy exists to prevent comes back (the baseline), and
-// goes again once the gate is back on.
-func gateSwitch(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
-	g := NewWithT(t)
-	old, peer := win.Old[0], win.New[0]
-	_, err := peer.client().AdmissionregistrationV1().MutatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
-	g.Expect(err).NotTo(HaveOccurred(), "%s serves %s", peer.Name, newResource)
-	// A 1.35 apiserver refuses to start with --peer-ca-file and the gate
-	// off ("--peer-ca-file requires UnknownVersionInteroperabilityProxy
-	// feature to be turned on"): the switch is both.
-	off := &faults.APIServerFlags{Node: old.Node, Set: map[string]string{"feature-gates": gate + "=false"}, Remove: []string{"peer-ca-file"}}
-	g.Expect(off.Inject(ctx, s.Cluster)).To(Succeed())
-	reverted := false
-	defer func() {
-		if !reverted {
-			_ = off.Revert(context.Background(), s.Cluster)
-		}
-	}()
-	cs, tr := old.traced()
-	_, err = cs.AdmissionregistrationV1().MutatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
-	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "with %s=false, %s answers the false 404: %v", gate, old.Name, err)
-	logCalls(t, "baseline, the gate off on "+old.Name, tr.take())
+// routed is the resource window one routed, which every apiserver serves
+// itself once the rollout is through.
+var routed discovery.Resource
 
-	g.Expect(off.Revert(ctx, s.Cluster)).To(Succeed())
-	reverted = true
-	start := time.Now()
-	g.Eventually(func() error {
-		_, err := cs.AdmissionregistrationV1().MutatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
-		return err
-	}).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(Succeed(), "the gate on again: %s forwards", old.Name)
-	s.Measured(t, "%s with %s=false and no --peer-ca-file answered the false 404; with the proxy on again it forwards %s %s after its restart", old.Name, gate, newResource, time.Since(start).Round(100*time.Millisecond))
+// gateSwitch turns the proxy off on an old apiserver, then on again
+// (certification.CheckGateSwitch).
+func gateSwitch(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+	for _, v := range certification.CheckGateSwitch(ctx, s.Cluster, win.cert) {
+		s.Judge(t, v)
+	}
 	return ctx
 }
 
@@ -72,7 +45,8 @@ func rollBack(ctx context.Context, t *testing.T, _ *envconf.Config) context.Cont
 	s.Judge(t, certification.CheckRollback(ctx, s.Cluster, win.From, before))
 	// With no server of the newer version left, the 404 is true and
 	// nothing is forwarded.
-	s.Judge(t, certification.CheckAllOld(ctx, s.Cluster, win.cert.Resource, before))
+	routed = win.cert.Resource
+	s.Judge(t, certification.CheckAllOld(ctx, s.Cluster, routed, before))
 	for _, m := range stranded.AfterRollback(ctx, s.Cluster) {
 		s.Measured(t, "%s", m)
 	}
@@ -92,12 +66,12 @@ func through(ctx context.Context, t *testing.T, _ *envconf.Config) context.Conte
 			s.Measured(t, "%s", m)
 		}
 	}
-	// Every apiserver serves the new resource itself now: nothing left to
-	// forward.
+	// Every apiserver serves the window's resource itself now: nothing
+	// left to forward.
 	for _, sv := range servers(ctx, t) {
 		local, err := discoveryResources(ctx, sv, true)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(local).To(HaveKey(newGroup+"/"+newVersion+"/"+newResource), "%s serves %s itself", sv.Name, newResource)
+		g.Expect(local).To(HaveKey(routed.Key()), "%s serves %s itself", sv.Name, routed.Key())
 	}
 	win = nil
 	return ctx
