@@ -111,9 +111,10 @@ func (in Input) selected(id certify.ID) (bool, string) {
 // checkedBy is what each strategy's run judges; every other promise is
 // proven, for now, by the suites of make e2e.
 var checkedBy = map[rollout.Strategy][]certify.ID{
-	rollout.StrategySurge: append([]certify.ID{"rollout.versions", "rollout.membership", "rollout.rollback", "rollout.no-lost-writes",
+	rollout.StrategySurge: slices.Concat([]certify.ID{"rollout.versions", "rollout.membership", "rollout.rollback", "rollout.no-lost-writes",
 		"rollout.no-missed-watch-events", "rollout.no-false-404", "rollout.no-false-403", "rollout.disruption-budget", "mvp.discovery.converges",
-		"mvp.rollback.all-old", "sidecar.job.completes", "cluster.no-unexpected-restarts", "cluster.nodes-stay-ready", "mvp.audit.run-complete", "mvp.route.runtime-config"}, windowPromises()...),
+		"mvp.rollback.all-old", "sidecar.job.completes", "cluster.no-unexpected-restarts", "cluster.nodes-stay-ready", "mvp.audit.run-complete"},
+		RolloutPromises, VariantPromises, windowPromises()),
 	rollout.StrategyInPlace: {"rollout.versions", "rollout.membership", "rollout.no-lost-writes",
 		"rollout.no-missed-watch-events", "rollout.no-false-404", "rollout.no-false-403", "rollout.disruption-budget", "sidecar.job.completes",
 		"cluster.no-unexpected-restarts", "cluster.nodes-stay-ready", "mvp.audit.run-complete"},

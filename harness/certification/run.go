@@ -228,6 +228,19 @@ func (r *run) transitions(ctx context.Context) error {
 
 func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 	from, to := r.in.Pair.From, r.in.Pair.To
+	if err := r.phase(ctx, "rollouts the input forbids, each refused", func(ctx context.Context) error {
+		r.judge(CheckRefusesBadInput(ctx, r.c, r.in.Pair))
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := r.phase(ctx, fmt.Sprintf("a rollout to %s cut short mid-join, then rolled back", to), func(ctx context.Context) error {
+		r.restarting()
+		r.judge(CheckInterruptedRecovers(ctx, r.c, r.in.Pair, r.in.Images, before, r.out))
+		return nil
+	}); err != nil {
+		return err
+	}
 	if err := r.phase(ctx, fmt.Sprintf("the mixed window: one control plane at %s", to), func(ctx context.Context) error {
 		if err := rollout.Roll(ctx, r.c, rollout.RollInput{To: to, Strategy: rollout.StrategySurge, PauseAfter: 1, Images: r.in.Images, Runner: r.runner(nil)}); err != nil {
 			return err
@@ -261,6 +274,7 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 		}{
 			{fmt.Sprintf("faults: the link %s -> %s black-holed, then slowed", old, peer), CheckPeerLink},
 			{fmt.Sprintf("fault: %s's apiserver stopped, the only one serving %s", peer, w.Resource.Key()), one(CheckOnlyPeerGone)},
+			{fmt.Sprintf("fault: %s serving a certificate the peer CA did not sign", peer), one(CheckUntrustedPeer)},
 			{"the gate's Beta default, and --peer-ca-file", one(CheckBetaDefault)},
 			{fmt.Sprintf("fault: %s killed (SIGKILL, not restarted)", peer), CheckPeerKilled},
 			{fmt.Sprintf("the proxy switched off on %s, then on again", old), CheckGateSwitch},
@@ -360,7 +374,7 @@ func one(check func(context.Context, *cluster.Cluster, *Window) certify.Verdict)
 func windowPromises() []certify.ID {
 	out := append(append(append([]certify.ID(nil), ProxyPromises...), LinkPromises...), FaultPromises...)
 	out = append(out, SwitchPromises...)
-	return append(out, "mvp.fault.only-peer-gone", "mvp.defaults.beta", "mvp.trust.forged-lease", "mvp.fault.peer-stopped")
+	return append(out, "mvp.fault.only-peer-gone", "mvp.defaults.beta", "mvp.trust.forged-lease", "mvp.fault.peer-stopped", "mvp.trust.untrusted-peer")
 }
 
 // proxyChecks judges the proxy in the mixed window on a resource only

@@ -47,6 +47,10 @@ func TestWindowOne(t *testing.T) {
 		Assess("an API turned off on one apiserver is served by forwarding (deterministic variant)", runtimeConfigVariant).
 		Assess("a black-holed peer link: an explicit 503 within a bound, never a 404 or a hang; slowed: slower below the timeouts, one write at most between, a 503 above", peerLink).
 		Assess("the only capable peer stopped", onlyPeerStopped).
+		Assess("the only capable peer serving a certificate the peer CA did not sign receives nothing", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			s.Judge(t, certification.CheckUntrustedPeer(ctx, s.Cluster, win.cert))
+			return ctx
+		}).
 		Assess("the only capable peer killed (SIGKILL, its Lease left behind): explicit 503s within a bound", peerKilled).
 		Feature()
 	s.Env.Test(t, f)

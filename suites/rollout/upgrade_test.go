@@ -14,7 +14,6 @@ import (
 	"github.com/skewer-k8s/skewer/harness/restarts"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 	"github.com/skewer-k8s/skewer/harness/suite"
-	"github.com/skewer-k8s/skewer/harness/version"
 )
 
 // TestInPlace upgrades every control plane where it stands with kubeadm,
@@ -68,17 +67,4 @@ func names(nodes []cluster.Node) []string {
 		out = append(out, n.Name)
 	}
 	return out
-}
-
-// expectVersions checks how many control planes run each version, asking
-// each apiserver itself.
-func expectVersions(ctx context.Context, t *testing.T, want map[version.Version]int) {
-	g := NewWithT(t)
-	versions, err := rollout.NodeVersions(ctx, s.Cluster)
-	g.Expect(err).NotTo(HaveOccurred())
-	got := map[version.Version]int{}
-	for _, v := range versions {
-		got[v]++
-	}
-	g.Expect(got).To(Equal(want), "control planes by version: %v", versions)
 }

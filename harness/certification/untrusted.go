@@ -1,0 +1,111 @@
+package certification
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/faults"
+	"github.com/skewer-k8s/skewer/harness/metrics"
+)
+
+// CheckUntrustedPeer judges mvp.trust.untrusted-peer (issue 14 item 3a)
+// in a window with one newer apiserver: it is restarted serving a
+// certificate with its own names that a CA made for the fault signed
+// (faults.UntrustedServing), which no --peer-ca-file holds, and the
+// window's resource - which only it serves - is asked for through the
+// first older apiserver every half second for 20 s. Nothing may reach it:
+// no request is served, none is in its audit log (the handshake fails
+// before a request is read), every answer comes within answerBound and is
+// an explicit 503, and the older server's rerouted counter counts each
+// 503 (the failure visible in the metrics). A 404 instead - the older
+// server's peer-discovery sync cannot fetch the untrusted peer's
+// discovery either, and leaves it out - fails with its cause.
+func CheckUntrustedPeer(ctx context.Context, c *cluster.Cluster, w *Window) certify.Verdict {
+	const id = "mvp.trust.untrusted-peer"
+	if len(w.New) != 1 {
+		return certify.Verdict{ID: id, Outcome: certify.Skipped, Reason: fmt.Sprintf("the window has %d newer apiservers, not one", len(w.New))}
+	}
+	old, peer := w.Old[0], w.New[0]
+	node, err := c.Node(ctx, peer.Name)
+	if err != nil {
+		return fail(id, "%v", err)
+	}
+	peerID, err := identityLease(ctx, c, peer.Name)
+	if err != nil {
+		return fail(id, "%v", err)
+	}
+	f := &faults.UntrustedServing{Node: node}
+	ids := &auditIDs{}
+	var as []Attempt
+	var before, after metrics.Snapshot
+	var reached error
+	injectedAt := time.Now()
+	if err := withFault(ctx, c, w, f, func() (err error) {
+		if before, err = scrape(ctx, old); err != nil {
+			return err
+		}
+		api, err := w.api(old.WithTimeout(35*time.Second), "default", ids)
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		for time.Since(start) < 20*time.Second && ctx.Err() == nil {
+			as = append(as, Try(start, func() error { _, err := api.List(ctx, metav1.ListOptions{Limit: 1}); return err }))
+			time.Sleep(500 * time.Millisecond)
+		}
+		if after, err = scrape(ctx, old); err != nil {
+			return err
+		}
+		// Read while the fault holds: the untrusted server logs what
+		// reached it until its restart.
+		reached = notForwarded(ctx, c, old, []Server{peer}, ids.all())
+		return ctx.Err()
+	}); err != nil {
+		return fail(id, "%v", err)
+	}
+	codes := Codes(as)
+	moved503, merr := metrics.Delta(before, after, rerouted, map[string]string{"code": "503"})
+	ev := []string{fmt.Sprintf("%s: %s through %s every 500 ms for 20 s: %v; %s", f.Name(), w.Resource.Key(), old.Name, codes, strings.Join(messages(as), ", ")),
+		fmt.Sprintf("%s{code=503} on %s moved by %g (%v)", rerouted, old.Name, moved503, orOK(merr))}
+	var bad, causes []string
+	if reached != nil {
+		bad = append(bad, reached.Error())
+		causes = append(causes, certify.UnknownCause)
+	} else {
+		ev = append(ev, fmt.Sprintf("none of the %d requests is in %s's audit log", len(as), peer.Name))
+	}
+	for _, a := range as {
+		switch {
+		case a.Code == 0 || a.Took > answerBound:
+			bad = append(bad, "no answer within "+answerBound.String()+": "+a.String())
+			causes = append(causes, certify.UnknownCause)
+		case a.Code == 200:
+			bad = append(bad, "served, though only the untrusted peer serves it: "+a.String())
+			causes = append(causes, certify.UnknownCause)
+		}
+	}
+	if n := codes[404]; n > 0 {
+		bad = append(bad, fmt.Sprintf("%d of %d answered 404, not an explicit 503", n, len(as)))
+		cause := certify.UnknownCause
+		if line, err := rebuiltWithout(ctx, c, old.Name, peerID, injectedAt); err == nil && line != "" {
+			cause = CausePeerCacheRebuilt
+			ev = append(ev, fmt.Sprintf("%s rebuilt its peer cache without %s (%s): %s", old.Name, peer.Name, peerID, line))
+		}
+		causes = append(causes, cause)
+	}
+	if n := codes[503]; n > 0 && moved503 < float64(n) {
+		bad = append(bad, fmt.Sprintf("%d answers were 503, but %s{code=503} on %s moved by %g (%v)", n, rerouted, old.Name, moved503, orOK(merr)))
+		causes = append(causes, certify.UnknownCause)
+	}
+	if len(bad) > 0 {
+		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Causes: causes,
+			Reason: fmt.Sprintf("with %s serving a certificate the peer CA did not sign, %s: %s", peer.Name, old.Name, strings.Join(bad[:min(3, len(bad))], "; "))}
+	}
+	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
+}
