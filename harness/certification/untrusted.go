@@ -25,7 +25,9 @@ import (
 // an explicit 503, and the older server's rerouted counter counts each
 // 503 (the failure visible in the metrics). A 404 instead - the older
 // server's peer-discovery sync cannot fetch the untrusted peer's
-// discovery either, and leaves it out - fails with its cause.
+// discovery either, and leaves it out - fails with its cause. Where the
+// older server counts peer-discovery sync errors (1.36 on), how far they
+// moved is evidence.
 func CheckUntrustedPeer(ctx context.Context, c *cluster.Cluster, w *Window) certify.Verdict {
 	const id = "mvp.trust.untrusted-peer"
 	if len(w.New) != 1 {
@@ -73,6 +75,9 @@ func CheckUntrustedPeer(ctx context.Context, c *cluster.Cluster, w *Window) cert
 	moved503, merr := metrics.Delta(before, after, rerouted, map[string]string{"code": "503"})
 	ev := []string{fmt.Sprintf("%s: %s through %s every 500 ms for 20 s: %v; %s", f.Name(), w.Resource.Key(), old.Name, codes, strings.Join(messages(as), ", ")),
 		fmt.Sprintf("%s{code=503} on %s moved by %g (%v)", rerouted, old.Name, moved503, orOK(merr))}
+	if moved, err := metrics.Delta(before, after, peerDiscoverySyncErrors, nil); err == nil {
+		ev = append(ev, fmt.Sprintf("%s on %s moved by %g", peerDiscoverySyncErrors, old.Name, moved))
+	}
 	var bad, causes []string
 	if reached != nil {
 		bad = append(bad, reached.Error())
