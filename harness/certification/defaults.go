@@ -3,6 +3,7 @@ package certification
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,7 +33,7 @@ const proxyGate = "UnknownVersionInteroperabilityProxy"
 func CheckBetaDefault(ctx context.Context, c *cluster.Cluster, w *Window) certify.Verdict {
 	const id = "mvp.defaults.beta"
 	var explicit []string
-	for _, s := range append(append([]Server(nil), w.Old...), w.New...) {
+	for _, s := range slices.Concat(w.Old, w.New) {
 		node, err := c.Node(ctx, s.Name)
 		if err != nil {
 			return fail(id, "%v", err)

@@ -38,8 +38,10 @@ type run struct {
 	// stranded what a client kept of it, to meet after the rollback.
 	window   *Window
 	stranded *Stranded
-	// disruption is the traffic's table, per backend.
+	// disruption is the traffic's table, per backend; steps the load
+	// balancer's requests phase by phase.
 	disruption []report.Backend
+	steps      []report.StepLatency
 	// components are what the nodes ran, by when they were read.
 	components map[string][]report.Component
 	// monitor watches for containers restarting from the cluster's
@@ -440,7 +442,7 @@ func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Tra
 		for _, v := range sum.Verdicts() {
 			r.judge(v)
 		}
-		r.disruption = sum.Backends
+		r.disruption, r.steps = sum.Backends, sum.Steps
 		r.judge(traffic.DisruptionVerdict(sum.Backends, r.in.Budget))
 		r.measure("rollout.no-lost-writes", "traffic: %d requests, %d acknowledged writes lost, %d watch events missed, %d false 404s",
 			sum.Requests, len(sum.LostWrites), len(sum.MissedWatchEvents), sum.FalseNotFound)
@@ -501,7 +503,7 @@ func (r *run) runner(load *traffic.Traffic) *rollout.Runner {
 }
 
 func (r *run) result() report.Run {
-	out := report.Run{Strategy: string(r.strategy), Cluster: r.in.Name + "-" + string(r.strategy), Phases: r.phases, Disruption: r.disruption, Components: r.components,
+	out := report.Run{Strategy: string(r.strategy), Cluster: r.in.Name + "-" + string(r.strategy), Phases: r.phases, Disruption: r.disruption, Steps: r.steps, Components: r.components,
 		Events: r.events}
 	for id, v := range r.verdicts {
 		out.Promises = append(out.Promises, report.Result{Verdict: v, Measured: r.measured[id]})

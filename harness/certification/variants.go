@@ -73,7 +73,7 @@ func CheckGateSwitch(ctx context.Context, c *cluster.Cluster, w *Window) []certi
 		case !apierrors.IsNotFound(lerr):
 			base = fail(baseID, "%s, not the false 404 of a server with no proxy", said)
 		default:
-			if err := notForwarded(ctx, c, old, append(w.Old[1:], w.New...), ids.all()); err != nil {
+			if err := notForwarded(ctx, c, old, slices.Concat(w.Old[1:], w.New), ids.all()); err != nil {
 				base = fail(baseID, "%s; %v", said, err)
 			} else {
 				base = certify.Verdict{ID: baseID, Outcome: certify.Pass, Evidence: []string{said + "; no other apiserver logged it"}}
@@ -160,7 +160,7 @@ func CheckRuntimeConfig(ctx context.Context, c *cluster.Cluster, w *Window) []ce
 	}
 	entry := w.New[0]
 	var peers []Server
-	for _, s := range append(append([]Server(nil), w.Old...), w.New...) {
+	for _, s := range slices.Concat(w.Old, w.New) {
 		if s.Name != entry.Name {
 			peers = append(peers, s)
 		}

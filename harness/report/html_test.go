@@ -118,6 +118,9 @@ func TestHTMLInABrowser(t *testing.T) {
 	if h := text("#host"); !strings.Contains(h, "cgroup v1 · 2 cores") {
 		t.Errorf("host line %q", h)
 	}
+	if n := count(`document.querySelectorAll('tr.step').length`); n != 3 {
+		t.Errorf("%d rows in the step-by-step table, want 3", n)
+	}
 	if n := count(`document.querySelectorAll('tr.backend').length`); n != 3 {
 		t.Errorf("%d rows in the disruption table, want lb (new and reused) and cp1", n)
 	}

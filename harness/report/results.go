@@ -91,6 +91,9 @@ type Run struct {
 	Promises []Result `json:"promises"`
 	// Disruption is how each backend fared through the run's traffic.
 	Disruption []Backend `json:"disruption,omitempty"`
+	// Steps is how requests through the load balancer fared in each
+	// phase of the traffic (a rollout's step), in order.
+	Steps []StepLatency `json:"steps,omitempty"`
 	// Components are what each node ran, as the running cluster reported
 	// it, read when the cluster was created and again at the end.
 	Components map[string][]Component `json:"components,omitempty"`
@@ -124,6 +127,17 @@ type Backend struct {
 	// Unavailable is the longest stretch from a failed request to the
 	// next one that succeeded (or to the last, when none did after it).
 	Unavailable time.Duration `json:"unavailable"`
+}
+
+// StepLatency is how the requests through the load balancer on one kind
+// of connection fared while one phase of the traffic lasted.
+type StepLatency struct {
+	Phase    string        `json:"phase"`
+	Conn     string        `json:"conn"`
+	Requests int           `json:"requests"`
+	Failed   int           `json:"failed"`
+	P50      time.Duration `json:"p50"`
+	P99      time.Duration `json:"p99"`
 }
 
 // Connections is Conn, with results from before it was recorded read as

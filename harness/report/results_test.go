@@ -51,6 +51,11 @@ func sample(t *testing.T) *Results {
 		{Target: "lb", Requests: 5000, Failed: 3, Codes: map[int]int{0: 1, 200: 4997, 503: 2}, P50: 4 * time.Millisecond, P99: 80 * time.Millisecond, Unavailable: 1200 * time.Millisecond},
 		{Target: "cp1", Requests: 1200, Codes: map[int]int{200: 1200}, P50: 3 * time.Millisecond, P99: 40 * time.Millisecond},
 	}
+	run.Steps = []StepLatency{
+		{Phase: "add the new node to the load balancer", Conn: "reused", Requests: 400, Failed: 1, P50: 5 * time.Millisecond, P99: 70 * time.Millisecond},
+		{Phase: "add the new node to the load balancer", Conn: "new", Requests: 200, P50: 9 * time.Millisecond, P99: 60 * time.Millisecond},
+		{Phase: "remove the old node | from etcd", Conn: "reused", Requests: 300, Failed: 2, P50: 6 * time.Millisecond, P99: 900 * time.Millisecond},
+	}
 	run.Components = map[string][]Component{
 		"created": {{Node: "cp1", Role: "control-plane", Kubelet: "v1.35.4", APIServer: "v1.35.4", APIServerFlags: []string{"kube-apiserver", "--feature-gates=UnknownVersionInteroperabilityProxy=true"}},
 			{Node: "w1", Role: "worker", Kubelet: "v1.35.4"}},
@@ -203,6 +208,8 @@ func TestSummary(t *testing.T) {
 		"| `sidecar.worker-replaced` | skipped |",
 		"| lb | reused | 5000 | 3 | 1.2s | 4ms | 80ms | none: 1, 200: 4997, 503: 2 |", // written before Conn: reused
 		"| lb | new | 1000 | 1 | 200ms | 9ms | 90ms | 201: 999, 503: 1 |",
+		"### Through the load balancer, step by step (surge)",
+		"| remove the old node \\| from etcd | reused | 300 | 2 | 6ms | 900ms |",
 		"host: Linux 6.1.0-40-amd64, cgroup v1, 2 cores, Docker 20.10.24+dfsg1; v1.35.4: `skewer.local/node:v1.35.4` sha256:0123456789a",
 	} {
 		if !strings.Contains(md, want) {

@@ -63,6 +63,13 @@ func (r *Results) Summary() string {
 					d.Unavailable.Round(10*time.Millisecond), d.P50.Round(100*time.Microsecond), d.P99.Round(100*time.Microsecond), codes(d.Codes))
 			}
 		}
+		if len(run.Steps) > 0 {
+			fmt.Fprintf(&b, "\n### Through the load balancer, step by step (%s)\n\n| step | connections | requests | failed | p50 | p99 |\n|---|---|---|---|---|---|\n", run.Strategy)
+			for _, st := range run.Steps {
+				fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s |\n", cell(st.Phase), st.Conn, st.Requests, st.Failed,
+					st.P50.Round(100*time.Microsecond), st.P99.Round(100*time.Microsecond))
+			}
+		}
 	}
 	return b.String()
 }

@@ -45,14 +45,10 @@ func Disruption(records []Record) []report.Backend {
 		rs := byStream[st]
 		sort.SliceStable(rs, func(i, j int) bool { return rs[i].Time.Before(rs[j].Time) })
 		b := report.Backend{Target: st.target, Conn: st.conn, Requests: len(rs), Codes: map[int]int{}}
-		var lat []time.Duration
 		var down time.Time // when the current stretch of failures began
 		var last time.Time
 		for _, r := range rs {
 			b.Codes[r.Code]++
-			if r.Code != 0 {
-				lat = append(lat, r.Latency)
-			}
 			if failed(r) {
 				b.Failed++
 				if down.IsZero() {
@@ -69,8 +65,49 @@ func Disruption(records []Record) []report.Backend {
 		if !down.IsZero() {
 			b.Unavailable = max(b.Unavailable, last.Sub(down))
 		}
-		b.P50, b.P99 = percentile(lat, 0.50), percentile(lat, 0.99)
+		b.P50, b.P99 = answeredLatencies(rs)
 		out = append(out, b)
+	}
+	return out
+}
+
+// Steps is how the requests through the load balancer fared in each
+// phase of the traffic (the rollout's steps), on each kind of connection:
+// requests, failures, and the latencies of those that got a response. In
+// the order the phases began, reused connections before new.
+func Steps(records []Record) []report.StepLatency {
+	type key struct{ phase, conn string }
+	var order []key
+	by := map[key][]Record{}
+	for _, r := range records {
+		if r.Target != "lb" || r.Verb == "watch-event" {
+			continue
+		}
+		k := key{r.Phase, r.Conn}
+		if _, ok := by[k]; !ok {
+			order = append(order, k)
+		}
+		by[k] = append(by[k], r)
+	}
+	first := map[string]int{}
+	for i, k := range order {
+		if _, ok := first[k.phase]; !ok {
+			first[k.phase] = i
+		}
+	}
+	slices.SortStableFunc(order, func(a, b key) int {
+		return cmp.Or(cmp.Compare(first[a.phase], first[b.phase]), -cmp.Compare(a.conn, b.conn))
+	})
+	var out []report.StepLatency
+	for _, k := range order {
+		s := report.StepLatency{Phase: k.phase, Conn: k.conn, Requests: len(by[k])}
+		for _, r := range by[k] {
+			if failed(r) {
+				s.Failed++
+			}
+		}
+		s.P50, s.P99 = answeredLatencies(by[k])
+		out = append(out, s)
 	}
 	return out
 }

@@ -94,3 +94,35 @@ func TestBudgetValidate(t *testing.T) {
 		}
 	}
 }
+
+// Steps are the load balancer's requests phase by phase, in the order the
+// phases began, reused before new; the apiservers addressed directly and
+// the watch's events are not requests through it.
+func TestStepsThroughTheLoadBalancer(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC)
+	rec := func(s int, phase, target, conn string, code int, lat time.Duration) Record {
+		return Record{Time: t0.Add(time.Duration(s) * time.Second), Phase: phase, Target: target, Conn: conn, Code: code, Latency: lat, Verb: "get"}
+	}
+	steps := Steps([]Record{
+		rec(0, "join", "lb", New, 201, 10*time.Millisecond),
+		rec(0, "join", "lb", Reused, 200, 20*time.Millisecond),
+		rec(1, "join", "lb", Reused, 503, 30*time.Millisecond),
+		rec(1, "join", "cp1", Reused, 0, 0),
+		rec(2, "drain", "lb", Reused, 0, 0),
+		rec(3, "drain", "lb", Reused, 200, 40*time.Millisecond),
+		{Time: t0, Phase: "join", Target: "lb", Conn: Reused, Verb: "watch-event", Code: 200},
+	})
+	if len(steps) != 3 {
+		t.Fatalf("%d steps, want join (reused, new) and drain: %+v", len(steps), steps)
+	}
+	join, joinNew, drain := steps[0], steps[1], steps[2]
+	if join.Phase != "join" || join.Conn != Reused || join.Requests != 2 || join.Failed != 1 || join.P50 != 20*time.Millisecond || join.P99 != 20*time.Millisecond {
+		t.Errorf("join, reused: %+v", join)
+	}
+	if joinNew.Conn != New || joinNew.Requests != 1 || joinNew.Failed != 0 {
+		t.Errorf("join, new: %+v", joinNew)
+	}
+	if drain.Phase != "drain" || drain.Requests != 2 || drain.Failed != 1 || drain.P50 != 40*time.Millisecond {
+		t.Errorf("drain: a request with no response has no latency: %+v", drain)
+	}
+}

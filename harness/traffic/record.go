@@ -54,6 +54,8 @@ type Summary struct {
 	// Backends is the disruption table: each backend through the whole
 	// traffic.
 	Backends []report.Backend
+	// Steps are the load balancer's requests phase by phase.
+	Steps []report.StepLatency
 }
 
 // PhaseSummary is one phase's error counts and latencies.
@@ -83,7 +85,6 @@ func Summarize(records []Record, advertised func(phase, target string) bool) []P
 	for _, phase := range order {
 		rs := byPhase[phase]
 		s := PhaseSummary{Phase: phase, Requests: len(rs), CodesByTarget: map[string]map[int]int{}}
-		var lat []time.Duration
 		for _, r := range rs {
 			if s.CodesByTarget[r.Target] == nil {
 				s.CodesByTarget[r.Target] = map[int]int{}
@@ -97,14 +98,23 @@ func Summarize(records []Record, advertised func(phase, target string) bool) []P
 			case r.Code == 404 && r.Probe == "new-api" && advertised(phase, r.Target):
 				s.FalseNotFound++
 			}
-			if r.Code != 0 {
-				lat = append(lat, r.Latency)
-			}
 		}
-		s.P50, s.P99 = percentile(lat, 0.50), percentile(lat, 0.99)
+		s.P50, s.P99 = answeredLatencies(rs)
 		out = append(out, s)
 	}
 	return out
+}
+
+// answeredLatencies are the p50 and p99 latencies of the records that
+// got a response.
+func answeredLatencies(rs []Record) (p50, p99 time.Duration) {
+	var lat []time.Duration
+	for _, r := range rs {
+		if r.Code != 0 {
+			lat = append(lat, r.Latency)
+		}
+	}
+	return percentile(lat, 0.50), percentile(lat, 0.99)
 }
 
 func percentile(d []time.Duration, p float64) time.Duration {

@@ -567,7 +567,7 @@ func (t *Traffic) account(stored map[string]bool) Summary {
 	defer t.mu.Unlock()
 	capable := func(phase, target string) bool { return t.phaseAdvertised[phase][target] }
 	s := Summary{Requests: len(t.records), Phases: Summarize(t.records, capable), NewAPIProbed: t.opts.NewAPIPath != "",
-		Backends: Disruption(t.records)}
+		Backends: Disruption(t.records), Steps: Steps(t.records)}
 	for name := range t.acked {
 		if !stored[name] {
 			s.LostWrites = append(s.LostWrites, name)
