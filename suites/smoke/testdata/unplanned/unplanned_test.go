@@ -74,10 +74,17 @@ func TestUnplanned(t *testing.T) {
 			// once it is past the volume's sizeLimit (local storage
 			// capacity isolation); the file grows well past it.
 			sizeLimit := resource.MustParse("2Mi")
+			// The memory hog grows 1 MiB every 200 ms, so the kernel kills
+			// it seconds after its start: a container killed within moments
+			// of its start can lose its OOMKilled reason to a race in
+			// containerd (its status says Error, exit code 137;
+			// containerd#8180, kubernetes#119600), which CI met once with the
+			// fixture's default of 8 MiB every 50 ms.
+			slowly := []string{"-step=1048576", "-every=200ms"}
 			disk := hog("filler", []string{"-dir=/fill", "-step=1048576", "-every=100ms", "-limit=16777216"}, nil,
 				[]corev1.Volume{{Name: "fill", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &sizeLimit}}}},
 				[]corev1.VolumeMount{{Name: "fill", MountPath: "/fill"}})
-			for _, pod := range []*corev1.Pod{hog("hog", nil, memory, nil, nil), disk} {
+			for _, pod := range []*corev1.Pod{hog("hog", slowly, memory, nil, nil), disk} {
 				_, err = cs.CoreV1().Pods(ns.Name).Create(ctx, pod, metav1.CreateOptions{})
 				g.Expect(err).NotTo(HaveOccurred())
 			}
