@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -374,9 +375,8 @@ func one(check func(context.Context, *cluster.Cluster, *Window) certify.Verdict)
 
 // windowPromises are the promises judged in the surge run's mixed window.
 func windowPromises() []certify.ID {
-	out := append(append(append([]certify.ID(nil), ProxyPromises...), LinkPromises...), FaultPromises...)
-	out = append(out, SwitchPromises...)
-	return append(out, "mvp.fault.only-peer-gone", "mvp.defaults.beta", "mvp.trust.forged-lease", "mvp.fault.peer-stopped", "mvp.trust.untrusted-peer")
+	return slices.Concat(ProxyPromises, LinkPromises, FaultPromises, SwitchPromises,
+		[]certify.ID{"mvp.fault.only-peer-gone", "mvp.defaults.beta", "mvp.trust.forged-lease", "mvp.fault.peer-stopped", "mvp.trust.untrusted-peer"})
 }
 
 // proxyChecks judges the proxy in the mixed window on a resource only
