@@ -58,9 +58,10 @@ func (a Attempt) String() string {
 }
 
 // Probe lists the window's resource through s every interval for d, each
-// request given timeout, and says how each ended.
-func (w *Window) Probe(ctx context.Context, s Server, d, interval, timeout time.Duration) ([]Attempt, error) {
-	api, err := w.api(s.WithTimeout(timeout), "default")
+// request given timeout, and says how each ended; the Audit-Id of each
+// response goes to ids when it is given.
+func (w *Window) Probe(ctx context.Context, s Server, d, interval, timeout time.Duration, ids ...*auditIDs) ([]Attempt, error) {
+	api, err := w.api(s.WithTimeout(timeout), "default", ids...)
 	if err != nil {
 		return nil, err
 	}

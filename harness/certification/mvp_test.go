@@ -54,16 +54,3 @@ func TestSamplesAreObjectsOfTheirResource(t *testing.T) {
 		t.Error("a sample for a resource with no file")
 	}
 }
-
-func TestWithListItem(t *testing.T) {
-	flags := []string{"kube-apiserver", "--feature-gates=A=true,UnknownVersionInteroperabilityProxy=true,B=false", "--runtime-config="}
-	if got := withListItem(flags, "feature-gates", "UnknownVersionInteroperabilityProxy", "false"); got != "A=true,B=false,UnknownVersionInteroperabilityProxy=false" {
-		t.Errorf("feature-gates: %q", got)
-	}
-	if got := withListItem(flags, "runtime-config", "node.k8s.io/v1", "false"); got != "node.k8s.io/v1=false" {
-		t.Errorf("an empty runtime-config: %q", got)
-	}
-	if got := withListItem([]string{"kube-apiserver"}, "feature-gates", "G", "false"); got != "G=false" {
-		t.Errorf("no flag at all: %q", got)
-	}
-}

@@ -23,8 +23,9 @@ var SwitchPromises = []certify.ID{"mvp.route.baseline-false-404", "mvp.rollback.
 // CheckGateSwitch turns the proxy off on the window's first older
 // apiserver, then on again:
 //   - mvp.route.baseline-false-404: restarted with the proxy's gate off
-//     (and without --peer-ca-file, which a 1.35 server refuses to start
-//     with while the gate is off), it reports the gate off
+//     (its other feature gates kept) and without --peer-ca-file (which a
+//     1.35 server refuses to start with while the gate is off), it
+//     reports the gate off
 //     (kubernetes_feature_enabled 0) and answers the window's resource
 //     404, serving the request itself (no peer logs it), while its newer
 //     peer serves the resource: the false 404 the proxy exists to prevent.
@@ -40,12 +41,7 @@ func CheckGateSwitch(ctx context.Context, c *cluster.Cluster, w *Window) []certi
 	if err != nil {
 		return failBoth("%v", err)
 	}
-	flags, err := apiserverFlags(ctx, node)
-	if err != nil {
-		return failBoth("%v", err)
-	}
-	off := &faults.APIServerFlags{Node: node, Set: map[string]string{"feature-gates": withListItem(flags, "feature-gates", proxyGate, "false")},
-		Remove: []string{"peer-ca-file"}}
+	off := &faults.APIServerFlags{Node: node, Items: map[string]string{"feature-gates": proxyGate + "=false"}, Remove: []string{"peer-ca-file"}}
 	var base certify.Verdict
 	if err := withFault(ctx, c, w, off, func() error {
 		peerAPI, err := w.api(peer, "default")
@@ -103,23 +99,6 @@ func featureEnabled(ctx context.Context, s Server, gate string) (float64, error)
 	return snap.Sum("kubernetes_feature_enabled", map[string]string{"name": gate}), nil
 }
 
-// withListItem is the value of flag (a comma-separated key=value list,
-// as --feature-gates and --runtime-config are) in flags with key set to
-// value, every other item kept.
-func withListItem(flags []string, flag, key, value string) string {
-	var items []string
-	for _, f := range flags {
-		if v, ok := strings.CutPrefix(f, "--"+flag+"="); ok {
-			for _, item := range strings.Split(v, ",") {
-				if k, _, _ := strings.Cut(item, "="); item != "" && k != key {
-					items = append(items, item)
-				}
-			}
-		}
-	}
-	return strings.Join(append(items, key+"="+value), ",")
-}
-
 // VariantPromises are the promises CheckRuntimeConfig judges first-hand;
 // it adds evidence to mvp.metrics.rerouted and the mvp.audit promises.
 var VariantPromises = []certify.ID{"mvp.route.runtime-config", "mvp.metrics.peer-proxy-errors"}
@@ -169,11 +148,7 @@ func CheckRuntimeConfig(ctx context.Context, c *cluster.Cluster, w *Window) []ce
 	if err != nil {
 		return failAll("%v", err)
 	}
-	flags, err := apiserverFlags(ctx, node)
-	if err != nil {
-		return failAll("%v", err)
-	}
-	off := &faults.APIServerFlags{Node: node, Set: map[string]string{"runtime-config": withListItem(flags, "runtime-config", variantGroupVersion, "false")}}
+	off := &faults.APIServerFlags{Node: node, Items: map[string]string{"runtime-config": variantGroupVersion + "=false"}}
 	var out []certify.Verdict
 	if err := injected(ctx, c, off, func() error {
 		rw, err := variantWindow(ctx, entry, peers)

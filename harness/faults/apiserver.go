@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,11 +55,15 @@ func (s *StopAPIServer) Revert(ctx context.Context, c *cluster.Cluster) error {
 }
 
 // APIServerFlags restarts Node's apiserver with flags changed: Set adds or
-// replaces `--name=value` flags, Remove drops `--name` flags. Revert
-// restores the manifest as it was and waits for the restart.
+// replaces `--name=value` flags, Items sets one key=value item in a flag
+// that is a comma-separated list of them (--feature-gates,
+// --runtime-config), keeping the list's other items, and Remove drops
+// `--name` flags. Revert restores the manifest as it was and waits for the
+// restart.
 type APIServerFlags struct {
 	Node     cluster.Node
 	Set      map[string]string
+	Items    map[string]string // flag -> "key=value"
 	Remove   []string
 	original string
 }
@@ -67,6 +72,9 @@ func (f *APIServerFlags) Name() string {
 	var parts []string
 	for k, v := range f.Set {
 		parts = append(parts, fmt.Sprintf("--%s=%s", k, v))
+	}
+	for k, item := range f.Items {
+		parts = append(parts, fmt.Sprintf("%s in --%s", item, k))
 	}
 	for _, k := range f.Remove {
 		parts = append(parts, "no --"+k)
@@ -79,7 +87,7 @@ func (f *APIServerFlags) Inject(ctx context.Context, c *cluster.Cluster) error {
 	if err != nil {
 		return err
 	}
-	changed, err := editFlags(raw, f.Set, f.Remove)
+	changed, err := editFlags(raw, f.Set, f.Items, f.Remove)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.Name(), err)
 	}
@@ -102,8 +110,9 @@ func (f *APIServerFlags) Revert(ctx context.Context, c *cluster.Cluster) error {
 	return nil
 }
 
-// editFlags changes the kube-apiserver command of a static Pod manifest.
-func editFlags(manifestYAML string, set map[string]string, remove []string) (string, error) {
+// editFlags changes the kube-apiserver command of a static Pod manifest:
+// set and remove as APIServerFlags' Set and Remove, items as its Items.
+func editFlags(manifestYAML string, set, items map[string]string, remove []string) (string, error) {
 	var pod corev1.Pod
 	if err := yaml.Unmarshal([]byte(manifestYAML), &pod); err != nil {
 		return "", fmt.Errorf("not a static Pod manifest: %w", err)
@@ -122,10 +131,17 @@ func editFlags(manifestYAML string, set map[string]string, remove []string) (str
 			return "", fmt.Errorf("--%s is both set and removed", k)
 		}
 	}
-	pending := map[string]string{}
-	for k, v := range set {
-		pending[k] = v
+	set = maps.Clone(set)
+	for flag, item := range items {
+		if _, ok := set[flag]; ok {
+			return "", fmt.Errorf("--%s is both set and given an item", flag)
+		}
+		if set == nil {
+			set = map[string]string{}
+		}
+		set[flag] = withListItem(ctr.Command, flag, item)
 	}
+	pending := maps.Clone(set)
 	var cmd []string
 	for _, arg := range ctr.Command {
 		name, _, _ := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
@@ -150,6 +166,23 @@ func editFlags(manifestYAML string, set map[string]string, remove []string) (str
 	ctr.Command = cmd
 	out, err := yaml.Marshal(&pod)
 	return string(out), err
+}
+
+// withListItem is the value of flag (a comma-separated key=value list)
+// in command with item's key set to item's value, every other item kept.
+func withListItem(command []string, flag, item string) string {
+	key, _, _ := strings.Cut(item, "=")
+	var items []string
+	for _, arg := range command {
+		if v, ok := strings.CutPrefix(arg, "--"+flag+"="); ok {
+			for _, it := range strings.Split(v, ",") {
+				if k, _, _ := strings.Cut(it, "="); it != "" && k != key {
+					items = append(items, it)
+				}
+			}
+		}
+	}
+	return strings.Join(append(items, item), ",")
 }
 
 // restartWith replaces node's apiserver manifest with content and waits

@@ -59,7 +59,7 @@ func (u *UntrustedServing) Inject(ctx context.Context, c *cluster.Cluster) error
 	if err != nil {
 		return fmt.Errorf("%s: %w", u.Name(), err)
 	}
-	changed, err := editFlags(raw, map[string]string{"tls-cert-file": untrustedCert, "tls-private-key-file": untrustedKey}, nil)
+	changed, err := editFlags(raw, map[string]string{"tls-cert-file": untrustedCert, "tls-private-key-file": untrustedKey}, nil, nil)
 	if err != nil {
 		return fmt.Errorf("%s: %w", u.Name(), err)
 	}
