@@ -101,7 +101,7 @@ func discardControlPlane(ctx context.Context, c *cluster.Cluster, node cluster.N
 }
 
 // forget deletes what the API keeps of a control plane: its apiserver
-// identity lease and its Node.
+// identity lease, its Node and the Pods bound to it.
 func forget(ctx context.Context, c *cluster.Cluster, name string) error {
 	cs, err := c.Client()
 	if err != nil {
@@ -119,6 +119,20 @@ func forget(ctx context.Context, c *cluster.Cluster, name string) error {
 	}
 	if err := cs.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("failed to delete Node %s: %w", name, err)
+	}
+	// Its Pods too, at once, as the Pod garbage collector would within a
+	// minute: until then its kube-apiserver mirror Pod says a control
+	// plane still runs the old version, and kubeadm skips the addons'
+	// upgrade for it.
+	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + name})
+	if err != nil {
+		return fmt.Errorf("failed to list the Pods of %s: %w", name, err)
+	}
+	zero := int64(0)
+	for _, p := range pods.Items {
+		if err := cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("failed to delete Pod %s/%s of the removed %s: %w", p.Namespace, p.Name, name, err)
+		}
 	}
 	return nil
 }

@@ -70,11 +70,15 @@ func Surge(ctx context.Context, c *cluster.Cluster, in SurgeInput) ([]Action, er
 		actions = append(actions, retire(old[0])...)
 		old = old[1:]
 	}
+	complete := true
 	if in.PauseAfter > 0 && in.PauseAfter < len(old) {
-		old = old[:in.PauseAfter]
+		old, complete = old[:in.PauseAfter], false
 	}
 	for _, name := range old {
 		actions = append(actions, replace(name, in.To)...)
+	}
+	if complete && !in.AllowDowngrade {
+		actions = append(actions, upgradeAddons(in.To))
 	}
 	return actions, nil
 }
@@ -123,6 +127,9 @@ func replace(oldName string, target version.Version) []Action {
 			n, err := StartControlPlane(ctx, c, target)
 			added = n
 			return err
+		}),
+		Do("give the new node the images the cluster's system Pods run", func(ctx context.Context, c *cluster.Cluster) error {
+			return shareSystemImages(ctx, c, added)
 		}),
 		Do("join the new node with kubeadm", func(ctx context.Context, c *cluster.Cluster) error {
 			member, err := joinedMember(ctx, c, added)

@@ -34,6 +34,9 @@ var budgets = map[string]Budget{
 	"cluster/node-systemd": {Timeout: 3 * time.Minute, Interval: 500 * time.Millisecond},
 	// A drained node's Pods gone.
 	"rollout/drain": {Timeout: 3 * time.Minute, Interval: time.Second},
+	// kube-proxy updated on every node and CoreDNS rolled out after
+	// kubeadm's addon phase (their images already on the nodes).
+	"rollout/addons": {Timeout: 3 * time.Minute, Interval: time.Second},
 	// A new control plane's apiserver at the version, its /readyz ok and
 	// its Node Ready.
 	"rollout/control-plane-ready": {Timeout: 4 * time.Minute, Interval: 500 * time.Millisecond},
@@ -57,6 +60,14 @@ var budgets = map[string]Budget{
 	"certify/rbac-reaches-servers": {Timeout: time.Minute, Interval: time.Second},
 	// Until a Job with a native sidecar completes (image already on the node).
 	"certify/sidecar-job": {Timeout: 3 * time.Minute, Interval: time.Second},
+	// Until a sidecar check's Pod reaches a state (started, ready, a
+	// sidecar restarted), its image already on the node.
+	"certify/sidecar-pod": {Timeout: 2 * time.Minute, Interval: time.Second},
+	// Until a fixture has recorded an event the Pod's state says happened.
+	"certify/sidecar-event": {Timeout: 30 * time.Second, Interval: time.Second},
+	// Until a Deployment of a sidecar check is available, or its rollout
+	// halts past its progress deadline (20 s).
+	"certify/sidecar-deployment": {Timeout: 2 * time.Minute, Interval: 2 * time.Second},
 	// Until an apiserver serves a CRD just made.
 	"certify/crd-established": {Timeout: time.Minute, Interval: time.Second},
 	// Until apiservers have written a request's final audit event.
