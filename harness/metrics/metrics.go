@@ -131,3 +131,22 @@ func matches(m *dto.Metric, match map[string]string) bool {
 	}
 	return true
 }
+
+// WriteText writes the families keep selects in Prometheus' text format,
+// sorted by name: a scrape kept as evidence, readable by promtool and by
+// Parse.
+func (s Snapshot) WriteText(w io.Writer, keep func(name string) bool) error {
+	names := make([]string, 0, len(s))
+	for n := range s {
+		if keep(n) {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if _, err := expfmt.MetricFamilyToText(w, s[n]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

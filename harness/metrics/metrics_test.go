@@ -71,3 +71,26 @@ func TestParseRejectsGarbage(t *testing.T) {
 		t.Fatal("want an error for text that is not the exposition format")
 	}
 }
+
+// What WriteText keeps parses back to the same figures; what it leaves
+// out is gone.
+func TestWriteTextRoundTrips(t *testing.T) {
+	s, err := Parse(strings.NewReader(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := s.WriteText(&b, func(name string) bool { return name != "apiserver_request_duration_seconds" }); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse(strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatalf("%v in:\n%s", err, b.String())
+	}
+	if len(back) != 2 || back.Sum("apiserver_rerouted_request_total", nil) != 10 || back.Sum("process_start_time_seconds", nil) != 1.7648e+09 {
+		t.Errorf("written back:\n%s", b.String())
+	}
+	if _, kept := back["apiserver_request_duration_seconds"]; kept {
+		t.Error("a family left out was written")
+	}
+}
