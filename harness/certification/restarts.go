@@ -5,14 +5,17 @@ import (
 	"github.com/skewer-k8s/skewer/harness/restarts"
 )
 
-// RolloutMeant says whether a rollout or a fault meant an event: one
-// that happened within rolling, the spans of the phases a rollout acted in
-// or a fault killed a control-plane component, and that such a step
-// restarts (restarts.ControlPlane).
-func RolloutMeant(rolling []report.Phase) func(restarts.Event) bool {
-	spans := make([]restarts.Span, 0, len(rolling))
-	for _, p := range rolling {
-		spans = append(spans, restarts.Span{Name: p.Name, Start: p.Start, End: p.End, Restarts: []string{restarts.ControlPlane}})
+// Meant says whether a step meant an event: one that happened within a
+// phase (or, for a check's own Pod, one made within it) that restarts
+// says is meant to restart what names the event - restarts.ControlPlane
+// for the phases a rollout acted in or a fault killed a control-plane
+// component, restarts.Workloads for the checks that crash their own Pods.
+func Meant(phases []report.Phase, meant map[string][]string) func(restarts.Event) bool {
+	var spans []restarts.Span
+	for _, p := range phases {
+		if words := meant[p.Name]; len(words) > 0 {
+			spans = append(spans, restarts.Span{Name: p.Name, Start: p.Start, End: p.End, Restarts: words})
+		}
 	}
 	return restarts.Meant(spans)
 }

@@ -47,13 +47,19 @@ type run struct {
 	components map[string][]report.Component
 	// monitor watches for containers restarting from the cluster's
 	// creation to the export of the evidence; current is the phase under
-	// way, rolling the phases meant to restart control-plane components
-	// (a rollout acted in them, or a fault killed one).
-	monitor *restarts.Monitor
-	current string
-	rolling map[string]bool
+	// way; restarts says, of the phases meant to restart something, what
+	// (restarts.ControlPlane where a rollout acted or a fault killed a
+	// component, restarts.Workloads where a check crashes its own Pods).
+	monitor  *restarts.Monitor
+	current  string
+	restarts map[string][]string
 	// events are what the monitor saw, for the report's timeline.
 	events []report.Event
+	// scraping: each phase's edges keep the apiservers' metrics (from the
+	// cluster's creation to the export of the evidence); scrapes counts
+	// the edges kept, in order.
+	scraping bool
+	scrapes  int
 }
 
 // readComponents records what every node runs now, as read at when. It
@@ -109,8 +115,12 @@ func (r *run) phase(ctx context.Context, name string, fn func(context.Context) e
 	if r.monitor != nil {
 		r.monitor.Phase(name)
 	}
+	if r.scrapes == 0 {
+		r.scrapeMetrics(ctx, "before")
+	}
 	err := fn(ctx)
 	p := report.Phase{Name: name, Start: start, End: time.Now()}
+	r.scrapeMetrics(ctx, "after")
 	if err != nil {
 		p.Error = err.Error()
 		fmt.Fprintf(r.out, "[%s] ✗ %s (%s): %v\n", r.strategy, name, p.End.Sub(start).Round(time.Second), err)
@@ -139,13 +149,7 @@ func (r *run) judgeAll(ctx context.Context) {
 	if wanted {
 		err = r.transitions(ctx)
 		if r.monitor != nil {
-			var rolling []report.Phase
-			for _, p := range r.phases {
-				if r.rolling[p.Name] {
-					rolling = append(rolling, p)
-				}
-			}
-			meant := RolloutMeant(rolling)
+			meant := Meant(r.phases, r.restarts)
 			var auditLogs []string
 			if r.c != nil {
 				auditLogs, _ = r.c.AuditLogs() // none: a node's cause is unknown, and says so
@@ -160,6 +164,7 @@ func (r *run) judgeAll(ctx context.Context) {
 		if r.c != nil {
 			r.judge(RunAudit(r.c))
 		}
+		r.scraping = false
 		if r.c != nil && r.in.Evidence != "" {
 			// Kept on a pass as on a failure: what the verdicts rest on.
 			ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
@@ -211,6 +216,7 @@ func (r *run) transitions(ctx context.Context) error {
 		return err
 	}
 	r.readComponents(ctx, "created")
+	r.scraping = true
 	if cs, err := r.c.Client(); err == nil {
 		if r.monitor, err = restarts.Start(ctx, cs); err != nil {
 			fmt.Fprintf(r.out, "the restart monitor did not start: %v\n", err)
@@ -238,7 +244,7 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 		return err
 	}
 	if err := r.phase(ctx, fmt.Sprintf("a rollout to %s cut short mid-join, then rolled back", to), func(ctx context.Context) error {
-		r.restarting()
+		r.restarting(restarts.ControlPlane)
 		r.judge(CheckInterruptedRecovers(ctx, r.c, r.in.Pair, r.in.Images, before, r.out))
 		return nil
 	}); err != nil {
@@ -358,7 +364,7 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 // restarts control-plane components (a fault or a flag acts on them).
 func (r *run) check(ctx context.Context, name string, w *Window, check func(context.Context, *cluster.Cluster, *Window) []certify.Verdict) error {
 	return r.phase(ctx, name, func(ctx context.Context) error {
-		r.restarting()
+		r.restarting(restarts.ControlPlane)
 		for _, v := range check(ctx, r.c, w) {
 			r.judge(v)
 		}
@@ -462,7 +468,20 @@ func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Tra
 		if err := r.c.LoadImages(ctx, image); err != nil {
 			return err
 		}
-		r.judge(CheckSidecarJob(ctx, r.c, image))
+		s, err := NewSidecars(ctx, r.c, image)
+		if err != nil {
+			return err
+		}
+		if r.strategy != rollout.StrategySurge {
+			// Kubelets are the same either way: once is enough.
+			r.judge(s.CheckJobs(ctx))
+			return nil
+		}
+		// Crashed on purpose: a sidecar restarted alone, a migration's breach.
+		r.restarting(CrashingSidecar)
+		for _, v := range s.All(ctx) {
+			r.judge(v)
+		}
 		return nil
 	})
 }
@@ -481,19 +500,19 @@ func (r *run) startTraffic(ctx context.Context) (*traffic.Traffic, error) {
 	return load, err
 }
 
-// restarting marks the current phase as one meant to restart
-// control-plane components.
-func (r *run) restarting() {
-	if r.rolling == nil {
-		r.rolling = map[string]bool{}
+// restarting marks the current phase as one meant to restart what words
+// name.
+func (r *run) restarting(words ...string) {
+	if r.restarts == nil {
+		r.restarts = map[string][]string{}
 	}
-	r.rolling[r.current] = true
+	r.restarts[r.current] = append(r.restarts[r.current], words...)
 }
 
 // runner prints a rollout's steps and marks the traffic's phases by them.
 func (r *run) runner(load *traffic.Traffic) *rollout.Runner {
 	return &rollout.Runner{Out: r.out, OnStep: func(ctx context.Context, step string) {
-		r.restarting()
+		r.restarting(restarts.ControlPlane)
 		if load != nil {
 			if err := load.Phase(ctx, step); err != nil {
 				fmt.Fprintf(r.out, "traffic refresh: %v\n", err)

@@ -1,0 +1,78 @@
+package certification
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/skewer-k8s/skewer/harness/report"
+	"github.com/skewer-k8s/skewer/harness/restarts"
+)
+
+// The formula of KEP-753, on the Pods the resources check makes, and on a
+// plain init container larger than everything else.
+func TestEffectiveRequests(t *testing.T) {
+	b := podBuilder{image: "img", ns: "ns", name: "p"}
+	proxy := withRequests(b.container("proxy", "proxy"), "100m", "32Mi")
+	setup := withRequests(b.container("setup", "app"), "500m", "64Mi")
+	app := withRequests(b.container("app", "app"), "200m", "128Mi")
+	huge := withRequests(b.container("huge", "app"), "2", "1Gi")
+	for _, c := range []struct {
+		name     string
+		pod      *corev1.Pod
+		cpu, mem string
+	}{
+		{"native", b.pod([]corev1.Container{native(proxy), setup}, []corev1.Container{app}), "600m", "160Mi"},
+		{"legacy", b.pod([]corev1.Container{setup}, []corev1.Container{app, proxy}), "500m", "160Mi"},
+		// A plain init container before the sidecar does not run beside it.
+		{"init first", b.pod([]corev1.Container{huge, native(proxy)}, []corev1.Container{app}), "2", "1Gi"},
+		{"sidecar first", b.pod([]corev1.Container{native(proxy), huge}, []corev1.Container{app}), "2100m", "1056Mi"},
+	} {
+		cpu, mem := effective(c.pod, corev1.ResourceCPU), effective(c.pod, corev1.ResourceMemory)
+		if cpu.String() != c.cpu || mem.String() != c.mem {
+			t.Errorf("%s: cpu %s, memory %s; want %s, %s", c.name, cpu.String(), mem.String(), c.cpu, c.mem)
+		}
+	}
+}
+
+// A phase meant to crash a check's sidecar covers that container's
+// restarts, not the control plane's; a rollout's phase the reverse.
+func TestMeantByWhatEachPhaseSays(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	phases := []report.Phase{
+		{Name: "roll", Start: t0, End: t0.Add(time.Minute)},
+		{Name: "sidecars", Start: t0.Add(time.Minute), End: t0.Add(2 * time.Minute)},
+	}
+	meant := Meant(phases, map[string][]string{"roll": {restarts.ControlPlane}, "sidecars": {CrashingSidecar}})
+	apiserver := restarts.Event{Kind: restarts.Container, Namespace: "kube-system", Container: "kube-apiserver", Pod: "kube-apiserver-cp1"}
+	proxy := restarts.Event{Kind: restarts.Container, Namespace: "skewer-sidecar-1", Container: CrashingSidecar, Pod: "crash"}
+	for _, c := range []struct {
+		e    restarts.Event
+		at   time.Duration
+		want bool
+	}{
+		{apiserver, 30 * time.Second, true},
+		{apiserver, 90 * time.Second, false},
+		{proxy, 90 * time.Second, true},
+		{proxy, 30 * time.Second, false},
+		{proxy, 3 * time.Minute, false},
+	} {
+		c.e.Time = t0.Add(c.at)
+		if got := meant(c.e); got != c.want {
+			t.Errorf("%s %s at +%s: meant %v, want %v", c.e.Namespace, c.e.Container, c.at, got, c.want)
+		}
+	}
+}
+
+func TestKeptFamilies(t *testing.T) {
+	for name, want := range map[string]bool{
+		"apiserver_peer_proxy_errors_total": true, "apiserver_rerouted_request_total": true, "kubernetes_feature_enabled": true,
+		"apiserver_request_total": true, "apiserver_request_duration_seconds": false, "apiserver_request_total_extra": false,
+		"go_goroutines": false,
+	} {
+		if keptFamily(name) != want {
+			t.Errorf("keptFamily(%s) = %v", name, !want)
+		}
+	}
+}

@@ -1,0 +1,125 @@
+package certification
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/sidecar"
+)
+
+// CheckMigration moves a helper to a native sidecar in three batches (a
+// namespace each) and judges sidecar.migration.batches (the second
+// batch's helper crashes once in every new Pod: the breach stops the
+// expansion there, the third batch untouched) and
+// sidecar.migration.rollback (every migrated Deployment back on its
+// legacy template - hash, ports, volumes, service account - and rolled
+// out on it).
+func (s *Sidecars) CheckMigration(ctx context.Context) []certify.Verdict {
+	const batches, rollback = "sidecar.migration.batches", "sidecar.migration.rollback"
+	var targets []sidecar.Target
+	before := map[sidecar.Target]corev1.PodTemplateSpec{}
+	for i := range 3 {
+		ns, done, err := s.namespace(ctx, nil)
+		if err != nil {
+			return []certify.Verdict{fail(batches, "%v", err), fail(rollback, "%v", err)}
+		}
+		defer done()
+		tg, tmpl, err := s.legacyDeployment(ctx, ns, i == 1)
+		if err != nil {
+			return []certify.Verdict{fail(batches, "%v", err), fail(rollback, "%v", err)}
+		}
+		targets = append(targets, tg)
+		before[tg] = tmpl
+	}
+	ev, err := s.migrateInBatches(ctx, targets, before)
+	out := []certify.Verdict{verdict(batches, ev, err)}
+	ev, err = s.rollBack(ctx, targets, before)
+	return append(out, verdict(rollback, ev, err))
+}
+
+// legacyDeployment runs the app with the proxy as a regular container in
+// ns, with a service account of its own and the proxy's port named, and
+// waits until it is available.
+func (s *Sidecars) legacyDeployment(ctx context.Context, ns string, crashes bool) (sidecar.Target, corev1.PodTemplateSpec, error) {
+	b := podBuilder{image: s.image, ns: ns, name: "web"}
+	args := []string{"-load-after", "0s"}
+	if crashes {
+		args = append(args, "-crash-after", "3s", "-crash-marker", "/shared/crashed")
+	}
+	proxy := b.container(CrashingSidecar, "proxy", args...)
+	proxy.Ports = []corev1.ContainerPort{{Name: "admin", ContainerPort: 8080}}
+	pod := b.pod(nil, []corev1.Container{b.container("app", "app"), proxy})
+	pod.Spec.ServiceAccountName = "web"
+	one := int32(1)
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: pod.Labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: pod.Labels}, Spec: pod.Spec}}}
+	tg := sidecar.Target{Namespace: ns, Name: d.Name}
+	if _, err := s.cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, metav1.CreateOptions{}); err != nil {
+		return tg, corev1.PodTemplateSpec{}, err
+	}
+	created, err := s.cs.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{})
+	if err != nil {
+		return tg, corev1.PodTemplateSpec{}, err
+	}
+	err = s.waitDeployment(ctx, ns, d.Name, "available", func(d *appsv1.Deployment) bool { return d.Status.AvailableReplicas == 1 })
+	return tg, created.Spec.Template, err
+}
+
+func (s *Sidecars) migrateInBatches(ctx context.Context, targets []sidecar.Target, before map[sidecar.Target]corev1.PodTemplateSpec) ([]string, error) {
+	m := &sidecar.Migration{Client: s.cs, Helpers: []string{CrashingSidecar},
+		Batches: [][]sidecar.Target{{targets[0]}, {targets[1]}, {targets[2]}},
+		Stop:    sidecar.StopConditions{ReadyWithin: 2 * time.Minute, MaxRestarts: 0},
+		Settle:  10 * time.Second}
+	results, err := m.Run(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var ev []string
+	for i, r := range results {
+		ev = append(ev, fmt.Sprintf("batch %d %v: rolled out in %s, %d restarts; breach: %q", i+1, r.Targets, r.Took.Round(100*time.Millisecond), r.Restarts, r.Breach))
+	}
+	switch {
+	case len(results) != 2:
+		return ev, fmt.Errorf("the expansion ran %d batches, want it stopped at the second, the breaching one", len(results))
+	case results[0].Breach != "":
+		return ev, fmt.Errorf("the first batch breached: %s", results[0].Breach)
+	case results[1].Breach == "":
+		return ev, fmt.Errorf("the second batch's helper crashed, and no breach was seen")
+	}
+	third, err := s.cs.AppsV1().Deployments(targets[2].Namespace).Get(ctx, targets[2].Name, metav1.GetOptions{})
+	if err != nil {
+		return ev, err
+	}
+	if _, touched := third.Annotations[sidecar.LegacyAnnotation]; touched || sidecar.TemplateHash(third.Spec.Template) != sidecar.TemplateHash(before[targets[2]]) {
+		return ev, fmt.Errorf("the batch after the breach was changed: %s", targets[2])
+	}
+	return append(ev, fmt.Sprintf("the batch after the breach (%s) untouched", targets[2])), nil
+}
+
+func (s *Sidecars) rollBack(ctx context.Context, targets []sidecar.Target, before map[sidecar.Target]corev1.PodTemplateSpec) ([]string, error) {
+	if err := sidecar.Rollback(ctx, s.cs, targets); err != nil {
+		return nil, err
+	}
+	for _, tg := range targets {
+		d, err := s.cs.AppsV1().Deployments(tg.Namespace).Get(ctx, tg.Name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		if err := sidecar.SameTemplate(before[tg], d.Spec.Template); err != nil {
+			return nil, fmt.Errorf("%s: %w", tg, err)
+		}
+		if err := s.waitDeployment(ctx, tg.Namespace, tg.Name, "rolled back", func(d *appsv1.Deployment) bool {
+			return d.Status.UpdatedReplicas == 1 && d.Status.AvailableReplicas == 1 && d.Status.Replicas == 1
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return []string{fmt.Sprintf("%d Deployments on their legacy template again (hash, ports, volumes, service account as before) and rolled out on it", len(targets))}, nil
+}

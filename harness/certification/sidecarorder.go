@@ -1,0 +1,269 @@
+package certification
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/skewer-k8s/skewer/fixtures"
+	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/wait"
+)
+
+// CheckStartOrder judges sidecar.start.order on every kubelet: the app
+// starts only after its native sidecar has started and, when a startup
+// probe gates the sidecar, after it is ready.
+func (s *Sidecars) CheckStartOrder(ctx context.Context) certify.Verdict {
+	return s.onEach(ctx, "sidecar.start.order", func(ctx context.Context, k Kubelet) ([]string, error) {
+		var ev []string
+		for _, probe := range []bool{true, false} {
+			line, err := s.startOrder(ctx, k, probe)
+			if err != nil {
+				return ev, fmt.Errorf("startup probe %v: %w", probe, err)
+			}
+			ev = append(ev, line)
+		}
+		return ev, nil
+	})
+}
+
+func (s *Sidecars) startOrder(ctx context.Context, k Kubelet, probe bool) (string, error) {
+	ns, done, err := s.namespace(ctx, nil)
+	if err != nil {
+		return "", err
+	}
+	defer done()
+	b := podBuilder{image: s.image, ns: ns, name: "order", node: k.Name}
+	proxy := native(b.container("proxy", "proxy", "-load-after", "3s"))
+	if probe {
+		proxy.StartupProbe = readyProbe()
+	}
+	app := b.container("app", "app", "-ready-url", "http://127.0.0.1:8080/ready")
+	if _, err := s.cs.CoreV1().Pods(ns).Create(ctx, b.pod([]corev1.Container{proxy}, []corev1.Container{app}), metav1.CreateOptions{}); err != nil {
+		return "", err
+	}
+	pod, err := s.waitPod(ctx, "certify/sidecar-pod", ns, b.name, "the app running", appRunning)
+	if err != nil {
+		return "", err
+	}
+	var ev []fixtures.Event
+	if err := wait.For(ctx, "certify/sidecar-event", "the app's start event", func(ctx context.Context) (bool, string, error) {
+		ev, err = events(ctx, k.Node, ns, b.name)
+		_, ok := fixtures.First(ev, "app", "start")
+		return ok, eventLines(ev), err
+	}); err != nil {
+		return "", err
+	}
+	proxyStart, err := firstEvent(ev, "proxy", "start")
+	if err != nil {
+		return "", err
+	}
+	appStart, _ := fixtures.First(ev, "app", "start")
+	if !appStart.After(proxyStart) {
+		return "", fmt.Errorf("the app started before the sidecar: %s", eventLines(ev))
+	}
+	// Container statuses say the same, to the second.
+	if pod.Status.ContainerStatuses[0].State.Running.StartedAt.Before(&pod.Status.InitContainerStatuses[0].State.Running.StartedAt) {
+		return "", fmt.Errorf("the statuses say the app started before the sidecar: %s", containerStates(pod))
+	}
+	if !probe {
+		return fmt.Sprintf("no startup probe: the app started %s after the sidecar started (%s)",
+			appStart.Sub(proxyStart).Round(time.Millisecond), ev[len(ev)-1].What), nil
+	}
+	ready, err := firstEvent(ev, "proxy", "ready")
+	if err != nil {
+		return "", err
+	}
+	if !appStart.After(ready) {
+		return "", fmt.Errorf("the app started before the sidecar was ready: %s", eventLines(ev))
+	}
+	if _, err := firstEvent(ev, "app", "start proxy-ready=true"); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("startup probe: the sidecar ready %s after it started; the app started %s after it was ready",
+		ready.Sub(proxyStart).Round(time.Millisecond), appStart.Sub(ready).Round(time.Millisecond)), nil
+}
+
+// CrashingSidecar is the container the crash and migration checks crash
+// on purpose: a run that judges restarts is told it is meant.
+const CrashingSidecar = "proxy"
+
+// CheckCrashAlone judges sidecar.crash.restarts-alone on every kubelet: a
+// sidecar that exits with an error once is restarted, and nothing else.
+func (s *Sidecars) CheckCrashAlone(ctx context.Context) certify.Verdict {
+	return s.onEach(ctx, "sidecar.crash.restarts-alone", func(ctx context.Context, k Kubelet) ([]string, error) {
+		ns, done, err := s.namespace(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		b := podBuilder{image: s.image, ns: ns, name: "crash", node: k.Name}
+		proxy := native(b.container(CrashingSidecar, "proxy", "-load-after", "0s", "-crash-after", "5s", "-crash-marker", "/shared/crashed"))
+		if _, err := s.cs.CoreV1().Pods(ns).Create(ctx, b.pod([]corev1.Container{proxy}, []corev1.Container{b.container("app", "app")}), metav1.CreateOptions{}); err != nil {
+			return nil, err
+		}
+		before, err := s.waitPod(ctx, "certify/sidecar-pod", ns, b.name, "the app running", appRunning)
+		if err != nil {
+			return nil, err
+		}
+		appStarted := before.Status.ContainerStatuses[0].State.Running.StartedAt
+		after, err := s.waitPod(ctx, "certify/sidecar-pod", ns, b.name, "the sidecar restarted once and running", func(p *corev1.Pod) bool {
+			st := p.Status.InitContainerStatuses
+			return len(st) == 1 && st[0].RestartCount == 1 && st[0].State.Running != nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		app := after.Status.ContainerStatuses[0]
+		if app.RestartCount != 0 || app.State.Running == nil || !app.State.Running.StartedAt.Equal(&appStarted) {
+			return nil, fmt.Errorf("the app did not keep running through the sidecar's crash: %s (it started at %s)", containerStates(after), appStarted.UTC().Format("15:04:05"))
+		}
+		ev, err := events(ctx, k.Node, ns, b.name)
+		if err != nil {
+			return nil, err
+		}
+		starts := 0
+		for _, e := range ev {
+			if e.Who == "proxy" && e.What == "start" {
+				starts++
+			}
+		}
+		crashed, err := firstEvent(ev, "proxy", "crash")
+		if err != nil {
+			return nil, err
+		}
+		if starts != 2 {
+			return nil, fmt.Errorf("the sidecar started %d times, want 2 (started, crashed, started again): %s", starts, eventLines(ev))
+		}
+		return []string{fmt.Sprintf("the sidecar crashed at %s and was restarted alone (restarts: sidecar %d, app %d)",
+			crashed.UTC().Format("15:04:05.000"), after.Status.InitContainerStatuses[0].RestartCount, app.RestartCount)}, nil
+	})
+}
+
+// CheckReadinessGates judges sidecar.readiness.gates: a sidecar that never
+// turns ready keeps its Pod out of the Service's ready endpoints and halts
+// the Deployment's rollout while the old Pod serves.
+func (s *Sidecars) CheckReadinessGates(ctx context.Context) certify.Verdict {
+	ev, err := s.readinessGates(ctx)
+	return verdict("sidecar.readiness.gates", ev, err)
+}
+
+func (s *Sidecars) readinessGates(ctx context.Context) ([]string, error) {
+	ns, done, err := s.namespace(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	b := podBuilder{image: s.image, ns: ns, name: "web"}
+	proxy := native(b.container("proxy", "proxy", "-load-after", "2s"))
+	proxy.ReadinessProbe = readyProbe()
+	proxy.ReadinessProbe.FailureThreshold = 1
+	pod := b.pod([]corev1.Container{proxy}, []corev1.Container{b.container("app", "app")})
+	one, zero, deadline, replicas := intstr.FromInt32(1), intstr.FromInt32(0), int32(20), int32(1)
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{Replicas: &replicas, ProgressDeadlineSeconds: &deadline,
+			Selector: &metav1.LabelSelector{MatchLabels: pod.Labels},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: &one, MaxUnavailable: &zero}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: pod.Labels}, Spec: pod.Spec}}}
+	deployments := s.cs.AppsV1().Deployments(ns)
+	if _, err := deployments.Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	if _, err := s.cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: corev1.ServiceSpec{Selector: pod.Labels, Ports: []corev1.ServicePort{{Port: 8080}}}}, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	if err := s.waitDeployment(ctx, ns, "web", "available", func(d *appsv1.Deployment) bool { return d.Status.AvailableReplicas == 1 }); err != nil {
+		return nil, err
+	}
+	// The next template's sidecar never loads its configuration.
+	cur, err := deployments.Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	args := cur.Spec.Template.Spec.InitContainers[0].Args
+	cur.Spec.Template.Spec.InitContainers[0].Args = append(args[:len(args)-2:len(args)-2], "-load-after", "1h")
+	if _, err := deployments.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		return nil, err
+	}
+	if err := s.waitDeployment(ctx, ns, "web", "its rollout halted (ProgressDeadlineExceeded)", func(d *appsv1.Deployment) bool {
+		for _, c := range d.Status.Conditions {
+			if c.Type == appsv1.DeploymentProgressing && c.Reason == "ProgressDeadlineExceeded" {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		return nil, err
+	}
+	halted, err := deployments.Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if halted.Status.AvailableReplicas != 1 {
+		return nil, fmt.Errorf("the halted rollout left %d available, want the old Pod serving", halted.Status.AvailableReplicas)
+	}
+	pods, err := s.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+	if err != nil {
+		return nil, err
+	}
+	if len(pods.Items) != 2 {
+		return nil, fmt.Errorf("%d Pods, want the old one and one of the new template", len(pods.Items))
+	}
+	ready := map[string]bool{}
+	var newPod corev1.Pod
+	for _, p := range pods.Items {
+		ready[p.Status.PodIP] = podReady(&p)
+		if !podReady(&p) {
+			newPod = p
+		}
+	}
+	if newPod.Name == "" {
+		return nil, fmt.Errorf("no Pod of the new template is unready: %d Pods ready", len(pods.Items))
+	}
+	eps, err := s.cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=web"})
+	if err != nil {
+		return nil, err
+	}
+	serving := map[string]bool{}
+	for _, sl := range eps.Items {
+		for _, ep := range sl.Endpoints {
+			for _, a := range ep.Addresses {
+				serving[a] = ep.Conditions.Ready != nil && *ep.Conditions.Ready
+			}
+		}
+	}
+	if serving[newPod.Status.PodIP] {
+		return nil, fmt.Errorf("the new Pod %s (%s) is a ready endpoint though its sidecar is not ready", newPod.Name, newPod.Status.PodIP)
+	}
+	for ip, r := range ready {
+		if r && !serving[ip] {
+			return nil, fmt.Errorf("the old Pod (%s) is not a ready endpoint any more", ip)
+		}
+	}
+	return []string{fmt.Sprintf("a sidecar that never turns ready: Deployment halted (ProgressDeadlineExceeded, %d available); new Pod %s not a ready endpoint (%s)",
+		halted.Status.AvailableReplicas, newPod.Name, containerStates(&newPod))}, nil
+}
+
+// waitDeployment waits until the Deployment satisfies cond.
+func (s *Sidecars) waitDeployment(ctx context.Context, ns, name, what string, cond func(*appsv1.Deployment) bool) error {
+	return wait.For(ctx, "certify/sidecar-deployment", fmt.Sprintf("Deployment %s/%s %s", ns, name, what), func(ctx context.Context) (bool, string, error) {
+		d, err := s.cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		var conds []string
+		for _, c := range d.Status.Conditions {
+			conds = append(conds, string(c.Type)+"="+c.Reason)
+		}
+		return cond(d), fmt.Sprintf("%d updated, %d available of %d; %s", d.Status.UpdatedReplicas, d.Status.AvailableReplicas, d.Status.Replicas, strings.Join(conds, ", ")), nil
+	})
+}

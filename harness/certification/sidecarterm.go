@@ -1,0 +1,255 @@
+package certification
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/skewer-k8s/skewer/fixtures"
+	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/wait"
+)
+
+// CheckTermination judges, on every kubelet, sidecar.termination.reverse-order
+// (with a grace period that leaves room for it, the app stops first, then
+// the sidecars in reverse order of declaration, and the log agent ships
+// every line) and sidecar.termination.bounded-flush (a flush cut short by
+// a short grace period loses lines, counted from what reached the sink,
+// and does not hold the Pod past its grace period).
+func (s *Sidecars) CheckTermination(ctx context.Context) []certify.Verdict {
+	return []certify.Verdict{
+		s.onEach(ctx, "sidecar.termination.reverse-order", func(ctx context.Context, k Kubelet) ([]string, error) {
+			line, lost, err := s.terminate(ctx, k, terminationCase{grace: 30, perLine: "1ms", budget: "10s", rate: "50", mustFlush: true})
+			if err == nil && lost != 0 {
+				err = fmt.Errorf("%d lines lost with time to flush them: %s", lost, line)
+			}
+			return []string{line}, err
+		}),
+		s.onEach(ctx, "sidecar.termination.bounded-flush", func(ctx context.Context, k Kubelet) ([]string, error) {
+			line, lost, err := s.terminate(ctx, k, terminationCase{grace: 6, perLine: "20ms", budget: "3s", rate: "400"})
+			if err == nil && lost <= 0 {
+				err = fmt.Errorf("a backlog larger than the flush budget lost no line: %s", line)
+			}
+			return []string{line}, err
+		}),
+	}
+}
+
+type terminationCase struct {
+	grace                 int64
+	perLine, budget, rate string
+	// mustFlush: the grace period leaves room for every sidecar to be told
+	// to stop and to flush.
+	mustFlush bool
+}
+
+// terminate runs an app with two native sidecars - a log agent, then a
+// proxy - deletes the Pod, and says what each recorded and how many of
+// the app's lines never reached the sink.
+func (s *Sidecars) terminate(ctx context.Context, k Kubelet, tc terminationCase) (line string, lost int, err error) {
+	ns, done, err := s.namespace(ctx, nil)
+	if err != nil {
+		return "", 0, err
+	}
+	defer done()
+	b := podBuilder{image: s.image, ns: ns, name: "terminate", node: k.Name}
+	agent := native(b.container("log-agent", "log-agent", "-source", "/shared/app.log", "-sink", "/events/shipped",
+		"-interval", "1s", "-per-line", tc.perLine, "-budget", tc.budget, "-report", "/events/agent.json"))
+	proxy := native(b.container("proxy", "proxy", "-load-after", "0s"))
+	app := b.container("app", "app", "-log", "/shared/app.log", "-rate", tc.rate)
+	pod := b.pod([]corev1.Container{agent, proxy}, []corev1.Container{app})
+	pod.Spec.TerminationGracePeriodSeconds = &tc.grace
+	pods := s.cs.CoreV1().Pods(ns)
+	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return "", 0, err
+	}
+	if _, err := s.waitPod(ctx, "certify/sidecar-pod", ns, b.name, "Ready", podReady); err != nil {
+		return "", 0, err
+	}
+	sink := sidecarEventsDir(ns, b.name) + "/shipped"
+	shippedLines := func(ctx context.Context) (int, error) {
+		out, err := k.Run(ctx, "sh", "-c", "cat "+sink+" 2>/dev/null | wc -l")
+		if err != nil {
+			return 0, err
+		}
+		var n int
+		_, err = fmt.Sscanf(strings.TrimSpace(out), "%d", &n)
+		return n, err
+	}
+	if err := wait.For(ctx, "certify/sidecar-event", "the log agent shipping the app's lines", func(ctx context.Context) (bool, string, error) {
+		n, err := shippedLines(ctx)
+		return n > 0, fmt.Sprintf("%d lines shipped", n), err
+	}); err != nil {
+		return "", 0, err
+	}
+	// A backlog to flush: the app writes meanwhile (not a wait for state).
+	select {
+	case <-time.After(3 * time.Second):
+	case <-ctx.Done():
+		return "", 0, ctx.Err()
+	}
+	if err := pods.Delete(ctx, b.name, metav1.DeleteOptions{}); err != nil {
+		return "", 0, err
+	}
+	gone, err := s.waitGone(ctx, ns, b.name, time.Duration(tc.grace+60)*time.Second)
+	if err != nil {
+		return "", 0, err
+	}
+	ev, err := events(ctx, k.Node, ns, b.name)
+	if err != nil {
+		return "", 0, err
+	}
+	appStop, err := firstEvent(ev, "app", "sigterm")
+	if err != nil {
+		return "", 0, err
+	}
+	proxyStop, err := firstEvent(ev, "proxy", "sigterm")
+	if err != nil {
+		return "", 0, err
+	}
+	if !proxyStop.After(appStop) {
+		return "", 0, fmt.Errorf("a sidecar was told to stop before the app: %s", eventLines(ev))
+	}
+	// With a short grace period the first sidecar may be killed without
+	// ever being told to stop: said below, not failed.
+	agentStop, agentTold := fixtures.First(ev, "log-agent", "sigterm")
+	if (agentTold || tc.mustFlush) && !(agentTold && agentStop.After(proxyStop)) {
+		return "", 0, fmt.Errorf("the sidecars did not stop in reverse order (the proxy, declared last, first; then the log agent): %s", eventLines(ev))
+	}
+	var written int
+	for _, e := range ev {
+		if e.Who == "app" && strings.HasPrefix(e.What, "sigterm lines=") {
+			fmt.Sscanf(e.What, "sigterm lines=%d", &written)
+		}
+	}
+	if written == 0 {
+		return "", 0, fmt.Errorf("the app wrote no lines: %s", eventLines(ev))
+	}
+	// Counted here, from what reached the sink: the agent may be killed
+	// before it can say what it lost.
+	shipped, err := shippedLines(ctx)
+	if err != nil {
+		return "", 0, err
+	}
+	lost = written - shipped
+	if lost < 0 {
+		return "", 0, fmt.Errorf("the sink holds %d lines, more than the %d the app wrote", shipped, written)
+	}
+	if bound := time.Duration(tc.grace)*time.Second + 15*time.Second; gone >= bound {
+		return "", 0, fmt.Errorf("the Pod was gone %s after the delete, not within its grace period of %ds (bound %s)", gone.Round(100*time.Millisecond), tc.grace, bound)
+	}
+	reported := "killed before it could report (the Pod's grace period is shared, KEP-753)"
+	if raw, err := k.Run(ctx, "cat", sidecarEventsDir(ns, b.name)+"/agent.json"); err == nil {
+		var own fixtures.AgentReport
+		if err := json.Unmarshal([]byte(raw), &own); err != nil {
+			return "", 0, fmt.Errorf("the log agent's report: %w", err)
+		}
+		if own.Shipped != shipped || own.Shipped+own.Lost != own.Read {
+			return "", 0, fmt.Errorf("the log agent's own report %+v disagrees with the sink's %d lines", own, shipped)
+		}
+		reported = fmt.Sprintf("its own report agrees (read %d, shipped %d, lost %d, flush %d ms)", own.Read, own.Shipped, own.Lost, own.FlushMillis)
+	}
+	agentTerm := "never (killed at the end of the grace period)"
+	if agentTold {
+		agentTerm = fmt.Sprintf("%s after the proxy, leaving it %s of the grace period",
+			agentStop.Sub(proxyStop).Round(time.Millisecond), appStop.Add(time.Duration(tc.grace)*time.Second).Sub(agentStop).Round(100*time.Millisecond))
+	}
+	return fmt.Sprintf("grace %ds: SIGTERM to the app, to the proxy %s later, to the log agent %s; lines written %d, shipped %d, lost %d (counted from the sink); the log agent %s; Pod gone %s after the delete",
+		tc.grace, proxyStop.Sub(appStop).Round(time.Millisecond), agentTerm, written, shipped, lost, reported, gone.Round(100*time.Millisecond)), lost, nil
+}
+
+// stubbornGrace is the grace period of the Pod whose sidecar ignores
+// SIGTERM: short, since the whole of it is spent.
+const stubbornGrace = 5
+
+// CheckSIGTERMIgnored judges sidecar.termination.sigterm-ignored on every
+// kubelet: a Pod whose native sidecar ignores SIGTERM is held for its
+// grace period and no longer (the kubelet's SIGKILL ends the sidecar; the
+// Pod is gone within the bound), and the app, stopped first, kept every
+// line it wrote.
+func (s *Sidecars) CheckSIGTERMIgnored(ctx context.Context) certify.Verdict {
+	return s.onEach(ctx, "sidecar.termination.sigterm-ignored", func(ctx context.Context, k Kubelet) ([]string, error) {
+		line, err := s.stubborn(ctx, k)
+		return []string{line}, err
+	})
+}
+
+func (s *Sidecars) stubborn(ctx context.Context, k Kubelet) (string, error) {
+	ns, done, err := s.namespace(ctx, nil)
+	if err != nil {
+		return "", err
+	}
+	defer done()
+	b := podBuilder{image: s.image, ns: ns, name: "stubborn", node: k.Name}
+	proxy := native(b.container("proxy", "proxy", "-load-after", "0s", "-ignore-sigterm"))
+	// The app's lines go to the events directory: they outlive the Pod.
+	app := b.container("app", "app", "-log", "/events/app.log", "-rate", "50")
+	pod := b.pod([]corev1.Container{proxy}, []corev1.Container{app})
+	grace := int64(stubbornGrace)
+	pod.Spec.TerminationGracePeriodSeconds = &grace
+	pods := s.cs.CoreV1().Pods(ns)
+	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return "", err
+	}
+	if _, err := s.waitPod(ctx, "certify/sidecar-pod", ns, b.name, "Ready", podReady); err != nil {
+		return "", err
+	}
+	deleted := time.Now()
+	if err := pods.Delete(ctx, b.name, metav1.DeleteOptions{}); err != nil {
+		return "", err
+	}
+	bound := stubbornGrace*time.Second + 15*time.Second
+	gone, err := s.waitGone(ctx, ns, b.name, bound+time.Minute)
+	if err != nil {
+		return "", err
+	}
+	ev, err := events(ctx, k.Node, ns, b.name)
+	if err != nil {
+		return "", err
+	}
+	appStop, err := firstEvent(ev, "app", "sigterm lines=")
+	if err != nil {
+		return "", err
+	}
+	ignored, err := firstEvent(ev, "proxy", "sigterm ignored")
+	if err != nil {
+		return "", err
+	}
+	if !ignored.After(appStop) {
+		return "", fmt.Errorf("the sidecar was told to stop before the app: %s", eventLines(ev))
+	}
+	if _, exited := fixtures.First(ev, "proxy", "exit"); exited {
+		return "", fmt.Errorf("the sidecar that ignores SIGTERM exited by itself: %s", eventLines(ev))
+	}
+	// Held for its grace period (the API's deletion is seen a moment
+	// after the kill), and no longer than the bound.
+	switch {
+	case gone < stubbornGrace*time.Second-time.Second:
+		return "", fmt.Errorf("the Pod was gone %s after the delete, before its sidecar's grace period of %ds ran out: was it killed early? %s", gone.Round(100*time.Millisecond), stubbornGrace, eventLines(ev))
+	case gone >= bound:
+		return "", fmt.Errorf("the Pod was gone %s after the delete, past the bound of %s (grace %ds + 15 s)", gone.Round(100*time.Millisecond), bound, stubbornGrace)
+	}
+	var written int
+	for _, e := range ev {
+		if e.Who == "app" && strings.HasPrefix(e.What, "sigterm lines=") {
+			fmt.Sscanf(e.What, "sigterm lines=%d", &written)
+		}
+	}
+	out, err := k.Run(ctx, "sh", "-c", "wc -l < "+sidecarEventsDir(ns, b.name)+"/app.log")
+	if err != nil {
+		return "", err
+	}
+	var kept int
+	fmt.Sscanf(strings.TrimSpace(out), "%d", &kept)
+	if written == 0 || kept != written {
+		return "", fmt.Errorf("the app said it wrote %d lines at SIGTERM; its file holds %d", written, kept)
+	}
+	return fmt.Sprintf("grace %ds: SIGTERM to the app %s after the delete, to the sidecar %s later (ignored); the Pod gone %s after the delete, the kubelet's kill %s after the grace period ran out at most; the app's %d lines intact",
+		stubbornGrace, appStop.Sub(deleted).Round(time.Millisecond), ignored.Sub(appStop).Round(time.Millisecond), gone.Round(100*time.Millisecond),
+		(gone - stubbornGrace*time.Second).Round(100*time.Millisecond), kept), nil
+}

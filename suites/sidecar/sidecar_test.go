@@ -1,0 +1,100 @@
+package sidecar
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/features"
+
+	"github.com/skewer-k8s/skewer/harness/certification"
+	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/harness/suite"
+)
+
+var (
+	once     sync.Once
+	sidecars *certification.Sidecars
+	setupErr error
+)
+
+// checks builds the fixture image (cached by its sources), loads it into
+// every node and finds a node per kubelet version, once per run.
+func checks(ctx context.Context, t *testing.T) *certification.Sidecars {
+	t.Helper()
+	once.Do(func() {
+		start := time.Now()
+		image, err := (&nodeimage.Builder{Out: suite.LogWriter(t)}).FixtureImage(ctx)
+		if err == nil {
+			err = s.Cluster.LoadImages(ctx, image)
+		}
+		if err == nil {
+			sidecars, err = certification.NewSidecars(ctx, s.Cluster, image)
+		}
+		setupErr = err
+		t.Logf("fixture image %s built and loaded in %s", image, time.Since(start).Round(100*time.Millisecond))
+	})
+	NewWithT(t).Expect(setupErr).NotTo(HaveOccurred())
+	return sidecars
+}
+
+// judged is an assessment that judges what check returns.
+func judged(check func(*certification.Sidecars, context.Context) []certify.Verdict) features.Func {
+	return func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+		for _, v := range check(checks(ctx, t), ctx) {
+			s.Judge(t, v)
+		}
+		return ctx
+	}
+}
+
+// one adapts a check of one promise.
+func one(check func(*certification.Sidecars, context.Context) certify.Verdict) func(*certification.Sidecars, context.Context) []certify.Verdict {
+	return func(sc *certification.Sidecars, ctx context.Context) []certify.Verdict {
+		return []certify.Verdict{check(sc, ctx)}
+	}
+}
+
+// TestKubelets: what a kubelet does with native sidecars, on every kubelet
+// version of the cluster: start order, a crash restarted alone, the
+// termination order and flush, a sidecar that ignores SIGTERM, a Job that
+// completes.
+func TestKubelets(t *testing.T) {
+	f := features.New("native sidecars on every kubelet").WithLabel("area", "sidecar").
+		// The fixture's sidecar "proxy" crashes on purpose.
+		WithLabel(suite.RestartsLabel, certification.CrashingSidecar).
+		Assess("a Job with a native sidecar completes; with a regular helper it never does", judged(one((*certification.Sidecars).CheckJobs))).
+		Assess("the app starts after the sidecar has started, or is ready when a startup probe gates it", judged(one((*certification.Sidecars).CheckStartOrder))).
+		Assess("a sidecar that crashes is restarted alone", judged(one((*certification.Sidecars).CheckCrashAlone))).
+		Assess("the app stops first, then the sidecars in reverse order; a flush cut short counts its lost lines", judged((*certification.Sidecars).CheckTermination)).
+		Assess("a sidecar that ignores SIGTERM holds its Pod for the grace period and no longer", judged(one((*certification.Sidecars).CheckSIGTERMIgnored))).
+		Feature()
+	s.Env.Test(t, f)
+}
+
+// TestAdmission: what the API server does with them: readiness gating a
+// rollout, the quota's formula, a webhook that strips restartPolicy.
+func TestAdmission(t *testing.T) {
+	f := features.New("native sidecars through the API").WithLabel("area", "sidecar").
+		Assess("a sidecar that never turns ready keeps its Pod out of the Service and halts the rollout", judged(one((*certification.Sidecars).CheckReadinessGates))).
+		Assess("ResourceQuota charges the sidecar formula, native and legacy alike", judged(one((*certification.Sidecars).CheckResources))).
+		Assess("a webhook that strips restartPolicy: seen by a dry run before anything rolls out; both ways it fails shown", judged((*certification.Sidecars).CheckStripped)).
+		Feature()
+	s.Env.Test(t, f)
+}
+
+// TestMigration moves a helper to a native sidecar namespace by namespace,
+// in batches with stop conditions: a batch that breaches one stops the
+// expansion, and a rollback returns every migrated Deployment to its
+// legacy template.
+func TestMigration(t *testing.T) {
+	f := features.New("migration in batches").WithLabel("area", "sidecar").
+		WithLabel(suite.RestartsLabel, certification.CrashingSidecar).
+		Assess("a breach stops the expansion; the rollback restores the legacy templates", judged((*certification.Sidecars).CheckMigration)).
+		Feature()
+	s.Env.Test(t, f)
+}
