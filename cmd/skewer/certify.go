@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -66,6 +67,9 @@ is 1 when any promise failed.`,
 			if f.dryRun {
 				printPlan(cmd.OutOrStdout(), in)
 				return nil
+			}
+			if err := writableDir(f.out); err != nil {
+				return badInput(fmt.Errorf("--out: %w", err))
 			}
 			res, err := certification.Run(cmd.Context(), in)
 			if res != nil {
@@ -234,4 +238,19 @@ func printPlan(w io.Writer, in certification.Input) {
 			fmt.Fprintf(w, "skipped, %s:\n  %s\n", r, strings.Join(skipped[r], "\n  "))
 		}
 	}
+}
+
+// writableDir makes dir (the results' directory, which the run would make
+// anyway) and proves a file can be written in it: a run whose results
+// could not be kept is refused before it creates anything, not after.
+func writableDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".skewer-write-test-")
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }

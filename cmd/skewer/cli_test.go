@@ -51,6 +51,8 @@ func TestBadInputIsRefusedInOneLine(t *testing.T) {
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--waivers", "/nonexistent/waivers.yaml"}, "failed to read waivers"},
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--profile", malformed}, "malformed profile"},
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--profile", "sidecar"}, "a rolling replacement needs 3"},
+		// Results that could not be kept: refused before a cluster is made.
+		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--out", "/etc/passwd/results"}, "--out: mkdir /etc/passwd: not a directory"},
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--max-failed", "150"}, "the share of failed requests allowed is 1.5"},
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--max-unavailable", "-1s"}, "a bound on unavailability is negative"},
 	} {
