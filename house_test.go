@@ -26,7 +26,7 @@ var floors = [][]string{
 	{"internal/docker", "harness/metrics", "harness/sidecar", "harness/certify"},
 	{"harness/nodeimage", "harness/report", "harness/restarts"},
 	{"harness/cluster"},
-	{"harness/rollout", "harness/faults", "harness/traffic"},
+	{"harness/rollout", "harness/faults", "harness/traffic", "harness/sidecarchecks"},
 	{"harness/suite", "harness/certification"},
 	{"cmd/skewer", "suites/mvp", "suites/rollout", "suites/sidecar", "suites/smoke", "bench"},
 }

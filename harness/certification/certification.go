@@ -28,6 +28,7 @@ import (
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/harness/report"
 	"github.com/skewer-k8s/skewer/harness/rollout"
+	"github.com/skewer-k8s/skewer/harness/sidecarchecks"
 	"github.com/skewer-k8s/skewer/harness/version"
 	"github.com/skewer-k8s/skewer/internal/docker"
 )
@@ -113,7 +114,7 @@ var checkedBy = map[rollout.Strategy][]certify.ID{
 	rollout.StrategySurge: slices.Concat([]certify.ID{"rollout.versions", "rollout.membership", "rollout.rollback", "rollout.no-lost-writes",
 		"rollout.no-missed-watch-events", "rollout.no-false-404", "rollout.no-false-403", "rollout.disruption-budget", "mvp.discovery.converges",
 		"mvp.rollback.all-old", "cluster.no-unexpected-restarts", "cluster.nodes-stay-ready", "mvp.audit.run-complete"},
-		RolloutPromises, VariantPromises, windowPromises(), SidecarPromises),
+		RolloutPromises, VariantPromises, windowPromises(), sidecarchecks.Promises),
 	rollout.StrategyInPlace: {"rollout.versions", "rollout.membership", "rollout.no-lost-writes",
 		"rollout.no-missed-watch-events", "rollout.no-false-404", "rollout.no-false-403", "rollout.disruption-budget", "sidecar.job.completes",
 		"cluster.no-unexpected-restarts", "cluster.nodes-stay-ready", "mvp.audit.run-complete"},

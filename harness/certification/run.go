@@ -17,6 +17,7 @@ import (
 	"github.com/skewer-k8s/skewer/harness/report"
 	"github.com/skewer-k8s/skewer/harness/restarts"
 	"github.com/skewer-k8s/skewer/harness/rollout"
+	"github.com/skewer-k8s/skewer/harness/sidecarchecks"
 	"github.com/skewer-k8s/skewer/harness/traffic"
 	"github.com/skewer-k8s/skewer/harness/version"
 )
@@ -468,7 +469,7 @@ func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Tra
 		if err := r.c.LoadImages(ctx, image); err != nil {
 			return err
 		}
-		s, err := NewSidecars(ctx, r.c, image)
+		s, err := sidecarchecks.New(ctx, r.c, image)
 		if err != nil {
 			return err
 		}
@@ -478,7 +479,7 @@ func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Tra
 			return nil
 		}
 		// Crashed on purpose: a sidecar restarted alone, a migration's breach.
-		r.restarting(CrashingSidecar)
+		r.restarting(sidecarchecks.CrashingSidecar)
 		for _, v := range s.All(ctx) {
 			r.judge(v)
 		}

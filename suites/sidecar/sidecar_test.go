@@ -10,21 +10,21 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
-	"github.com/skewer-k8s/skewer/harness/certification"
 	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/harness/sidecarchecks"
 	"github.com/skewer-k8s/skewer/harness/suite"
 )
 
 var (
 	once     sync.Once
-	sidecars *certification.Sidecars
+	sidecars *sidecarchecks.Sidecars
 	setupErr error
 )
 
 // checks builds the fixture image (cached by its sources), loads it into
 // every node and finds a node per kubelet version, once per run.
-func checks(ctx context.Context, t *testing.T) *certification.Sidecars {
+func checks(ctx context.Context, t *testing.T) *sidecarchecks.Sidecars {
 	t.Helper()
 	once.Do(func() {
 		start := time.Now()
@@ -33,7 +33,7 @@ func checks(ctx context.Context, t *testing.T) *certification.Sidecars {
 			err = s.Cluster.LoadImages(ctx, image)
 		}
 		if err == nil {
-			sidecars, err = certification.NewSidecars(ctx, s.Cluster, image)
+			sidecars, err = sidecarchecks.New(ctx, s.Cluster, image)
 		}
 		setupErr = err
 		t.Logf("fixture image %s built and loaded in %s", image, time.Since(start).Round(100*time.Millisecond))
@@ -43,7 +43,7 @@ func checks(ctx context.Context, t *testing.T) *certification.Sidecars {
 }
 
 // judged is an assessment that judges what check returns.
-func judged(check func(*certification.Sidecars, context.Context) []certify.Verdict) features.Func {
+func judged(check func(*sidecarchecks.Sidecars, context.Context) []certify.Verdict) features.Func {
 	return func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 		for _, v := range check(checks(ctx, t), ctx) {
 			s.Judge(t, v)
@@ -53,8 +53,8 @@ func judged(check func(*certification.Sidecars, context.Context) []certify.Verdi
 }
 
 // one adapts a check of one promise.
-func one(check func(*certification.Sidecars, context.Context) certify.Verdict) func(*certification.Sidecars, context.Context) []certify.Verdict {
-	return func(sc *certification.Sidecars, ctx context.Context) []certify.Verdict {
+func one(check func(*sidecarchecks.Sidecars, context.Context) certify.Verdict) func(*sidecarchecks.Sidecars, context.Context) []certify.Verdict {
+	return func(sc *sidecarchecks.Sidecars, ctx context.Context) []certify.Verdict {
 		return []certify.Verdict{check(sc, ctx)}
 	}
 }
@@ -66,12 +66,12 @@ func one(check func(*certification.Sidecars, context.Context) certify.Verdict) f
 func TestKubelets(t *testing.T) {
 	f := features.New("native sidecars on every kubelet").WithLabel("area", "sidecar").
 		// The fixture's sidecar "proxy" crashes on purpose.
-		WithLabel(suite.RestartsLabel, certification.CrashingSidecar).
-		Assess("a Job with a native sidecar completes; with a regular helper it never does", judged(one((*certification.Sidecars).CheckJobs))).
-		Assess("the app starts after the sidecar has started, or is ready when a startup probe gates it", judged(one((*certification.Sidecars).CheckStartOrder))).
-		Assess("a sidecar that crashes is restarted alone", judged(one((*certification.Sidecars).CheckCrashAlone))).
-		Assess("the app stops first, then the sidecars in reverse order; a flush cut short counts its lost lines", judged((*certification.Sidecars).CheckTermination)).
-		Assess("a sidecar that ignores SIGTERM holds its Pod for the grace period and no longer", judged(one((*certification.Sidecars).CheckSIGTERMIgnored))).
+		WithLabel(suite.RestartsLabel, sidecarchecks.CrashingSidecar).
+		Assess("a Job with a native sidecar completes; with a regular helper it never does", judged(one((*sidecarchecks.Sidecars).CheckJobs))).
+		Assess("the app starts after the sidecar has started, or is ready when a startup probe gates it", judged(one((*sidecarchecks.Sidecars).CheckStartOrder))).
+		Assess("a sidecar that crashes is restarted alone", judged(one((*sidecarchecks.Sidecars).CheckCrashAlone))).
+		Assess("the app stops first, then the sidecars in reverse order; a flush cut short counts its lost lines", judged((*sidecarchecks.Sidecars).CheckTermination)).
+		Assess("a sidecar that ignores SIGTERM holds its Pod for the grace period and no longer", judged(one((*sidecarchecks.Sidecars).CheckSIGTERMIgnored))).
 		Feature()
 	s.Env.Test(t, f)
 }
@@ -80,9 +80,9 @@ func TestKubelets(t *testing.T) {
 // rollout, the quota's formula, a webhook that strips restartPolicy.
 func TestAdmission(t *testing.T) {
 	f := features.New("native sidecars through the API").WithLabel("area", "sidecar").
-		Assess("a sidecar that never turns ready keeps its Pod out of the Service and halts the rollout", judged(one((*certification.Sidecars).CheckReadinessGates))).
-		Assess("ResourceQuota charges the sidecar formula, native and legacy alike", judged(one((*certification.Sidecars).CheckResources))).
-		Assess("a webhook that strips restartPolicy: seen by a dry run before anything rolls out; both ways it fails shown", judged((*certification.Sidecars).CheckStripped)).
+		Assess("a sidecar that never turns ready keeps its Pod out of the Service and halts the rollout", judged(one((*sidecarchecks.Sidecars).CheckReadinessGates))).
+		Assess("ResourceQuota charges the sidecar formula, native and legacy alike", judged(one((*sidecarchecks.Sidecars).CheckResources))).
+		Assess("a webhook that strips restartPolicy: seen by a dry run before anything rolls out; both ways it fails shown", judged((*sidecarchecks.Sidecars).CheckStripped)).
 		Feature()
 	s.Env.Test(t, f)
 }
@@ -93,8 +93,8 @@ func TestAdmission(t *testing.T) {
 // legacy template.
 func TestMigration(t *testing.T) {
 	f := features.New("migration in batches").WithLabel("area", "sidecar").
-		WithLabel(suite.RestartsLabel, certification.CrashingSidecar).
-		Assess("a breach stops the expansion; the rollback restores the legacy templates", judged((*certification.Sidecars).CheckMigration)).
+		WithLabel(suite.RestartsLabel, sidecarchecks.CrashingSidecar).
+		Assess("a breach stops the expansion; the rollback restores the legacy templates", judged((*sidecarchecks.Sidecars).CheckMigration)).
 		Feature()
 	s.Env.Test(t, f)
 }

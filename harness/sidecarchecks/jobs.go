@@ -1,4 +1,4 @@
-package certification
+package sidecarchecks
 
 import (
 	"context"
@@ -25,7 +25,7 @@ const legacyJobWatch = 10 * time.Second
 func (s *Sidecars) CheckJobs(ctx context.Context) certify.Verdict {
 	ns, done, err := s.namespace(ctx, nil)
 	if err != nil {
-		return fail("sidecar.job.completes", "%v", err)
+		return failed("sidecar.job.completes", "%v", err)
 	}
 	defer done()
 	jobs := s.cs.BatchV1().Jobs(ns)
@@ -34,7 +34,7 @@ func (s *Sidecars) CheckJobs(ctx context.Context) certify.Verdict {
 		index[k.Name] = i
 		for _, withSidecar := range []bool{true, false} {
 			if _, err := jobs.Create(ctx, s.job(ns, jobName(i, withSidecar), k.Name, withSidecar), metav1.CreateOptions{}); err != nil {
-				return fail("sidecar.job.completes", "%v", err)
+				return failed("sidecar.job.completes", "%v", err)
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package certification
+package sidecarchecks
 
 import (
 	"context"
@@ -35,7 +35,7 @@ func (s *Sidecars) CheckStripped(ctx context.Context) []certify.Verdict {
 	const preflight, shapes = "sidecar.stripped.preflight", "sidecar.stripped.shapes"
 	target, done, err := s.deployStripper(ctx)
 	if err != nil {
-		return []certify.Verdict{fail(preflight, "the stripping webhook: %v", err), fail(shapes, "the stripping webhook: %v", err)}
+		return []certify.Verdict{failed(preflight, "the stripping webhook: %v", err), failed(shapes, "the stripping webhook: %v", err)}
 	}
 	defer done()
 	ev, err := s.preflight(ctx, target)

@@ -1,4 +1,11 @@
-package certification
+// Package sidecarchecks holds the checks of native sidecars: what a
+// kubelet of each version does with them (start order, a crash restarted
+// alone, termination order and flush, Jobs) and what the API does with
+// them (readiness gating a rollout, the quota's formula, a webhook that
+// strips restartPolicy, a migration in batches and its rollback). Each is
+// a method of Sidecars returning verdicts; skewer certify calls them after
+// its roll-through, suites/sidecar on a cluster of its own.
+package sidecarchecks
 
 import (
 	"context"
@@ -45,8 +52,8 @@ type Sidecars struct {
 	made     atomic.Int64
 }
 
-// NewSidecars finds one node per kubelet version in c, workers first.
-func NewSidecars(ctx context.Context, c *cluster.Cluster, image string) (*Sidecars, error) {
+// New finds one node per kubelet version in c, workers first.
+func New(ctx context.Context, c *cluster.Cluster, image string) (*Sidecars, error) {
 	cs, err := c.Client()
 	if err != nil {
 		return nil, err
@@ -94,6 +101,11 @@ func (s *Sidecars) onEach(ctx context.Context, id certify.ID, check func(context
 			Reason: fmt.Sprintf("the cluster's kubelets all run %v: one side of the skew is not checked", s.Kubelets)}
 	}
 	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
+}
+
+// failed is a failed verdict that says what went wrong.
+func failed(id certify.ID, format string, args ...any) certify.Verdict {
+	return certify.Verdict{ID: id, Outcome: certify.Fail, Reason: fmt.Sprintf(format, args...)}
 }
 
 // verdict is id's verdict on a check's evidence and error.
@@ -286,13 +298,13 @@ func firstEvent(ev []fixtures.Event, who, what string) (time.Time, error) {
 	return t, nil
 }
 
-// SidecarPromises are what All judges.
-var SidecarPromises = []certify.ID{"sidecar.job.completes", "sidecar.start.order", "sidecar.crash.restarts-alone", "sidecar.readiness.gates",
+// Promises are what All judges.
+var Promises = []certify.ID{"sidecar.job.completes", "sidecar.start.order", "sidecar.crash.restarts-alone", "sidecar.readiness.gates",
 	"sidecar.resources.formula", "sidecar.termination.reverse-order", "sidecar.termination.bounded-flush", "sidecar.termination.sigterm-ignored",
 	"sidecar.stripped.preflight", "sidecar.stripped.shapes", "sidecar.migration.batches", "sidecar.migration.rollback"}
 
 // All runs every sidecar check, the quick ones first, and returns their
-// verdicts, SidecarPromises.
+// verdicts, Promises.
 func (s *Sidecars) All(ctx context.Context) []certify.Verdict {
 	return slices.Concat(
 		[]certify.Verdict{s.CheckJobs(ctx), s.CheckStartOrder(ctx), s.CheckCrashAlone(ctx), s.CheckResources(ctx), s.CheckReadinessGates(ctx),

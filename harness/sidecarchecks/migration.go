@@ -1,4 +1,4 @@
-package certification
+package sidecarchecks
 
 import (
 	"context"
@@ -27,12 +27,12 @@ func (s *Sidecars) CheckMigration(ctx context.Context) []certify.Verdict {
 	for i := range 3 {
 		ns, done, err := s.namespace(ctx, nil)
 		if err != nil {
-			return []certify.Verdict{fail(batches, "%v", err), fail(rollback, "%v", err)}
+			return []certify.Verdict{failed(batches, "%v", err), failed(rollback, "%v", err)}
 		}
 		defer done()
 		tg, tmpl, err := s.legacyDeployment(ctx, ns, i == 1)
 		if err != nil {
-			return []certify.Verdict{fail(batches, "%v", err), fail(rollback, "%v", err)}
+			return []certify.Verdict{failed(batches, "%v", err), failed(rollback, "%v", err)}
 		}
 		targets = append(targets, tg)
 		before[tg] = tmpl
