@@ -50,7 +50,7 @@ type run struct {
 	// creation to the export of the evidence; current is the phase under
 	// way; restarts says, of the phases meant to restart something, what
 	// (restarts.ControlPlane where a rollout acted or a fault killed a
-	// component, restarts.Workloads where a check crashes its own Pods).
+	// component, a container's name where a check crashes it on purpose).
 	monitor  *restarts.Monitor
 	current  string
 	restarts map[string][]string
@@ -507,7 +507,11 @@ func (r *run) restarting(words ...string) {
 	if r.restarts == nil {
 		r.restarts = map[string][]string{}
 	}
-	r.restarts[r.current] = append(r.restarts[r.current], words...)
+	for _, w := range words {
+		if !slices.Contains(r.restarts[r.current], w) {
+			r.restarts[r.current] = append(r.restarts[r.current], w)
+		}
+	}
 }
 
 // runner prints a rollout's steps and marks the traffic's phases by them.
