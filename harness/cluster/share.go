@@ -1,11 +1,15 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/skewer-k8s/skewer/internal/docker"
+	"github.com/skewer-k8s/skewer/internal/run"
 )
 
 // hasImage says whether n's containerd holds ref.
@@ -43,12 +47,12 @@ func (c *Cluster) ShareImages(ctx context.Context, to []Node, refs ...string) er
 			continue
 		}
 		archive, err := c.exportImage(ctx, nodes, ref)
-		if err != nil || archive == nil {
+		if err != nil || archive == "" {
 			return err
 		}
+		defer os.RemoveAll(filepath.Dir(archive))
 		for _, n := range lacking {
-			if _, err := n.RunWithInput(ctx, bytes.NewReader(archive), "ctr", "--namespace=k8s.io", "images", "import",
-				"--label=io.cri-containerd.pinned=pinned", "--all-platforms", "--digests", "-"); err != nil {
+			if err := importArchive(ctx, n, archive); err != nil {
 				return fmt.Errorf("failed to give %s to %s: %w", ref, n.Name, err)
 			}
 		}
@@ -56,21 +60,52 @@ func (c *Cluster) ShareImages(ctx context.Context, to []Node, refs ...string) er
 	return nil
 }
 
-// exportImage is ref as an archive, from the first of nodes that holds
-// it; nil when none does.
-func (c *Cluster) exportImage(ctx context.Context, nodes []Node, ref string) ([]byte, error) {
+// sharedArchive is where an image archive is put in a node: on its
+// root filesystem, which docker cp reaches (a node's /tmp is a tmpfs).
+const sharedArchive = "/kind/skewer-share.tar"
+
+// importArchive copies the archive at path (on the host) into n and
+// imports it there, pinned, as the node image's own are. A file, not a
+// stream through docker exec: under a certification's load a 200 MB
+// stream was once cut short. Tried three times.
+func importArchive(ctx context.Context, n Node, path string) error {
+	var err error
+	for range 3 {
+		if err = docker.Copy(ctx, path, n.Name, sharedArchive); err == nil {
+			_, err = n.Run(ctx, "ctr", "--namespace=k8s.io", "images", "import",
+				"--label=io.cri-containerd.pinned=pinned", "--all-platforms", "--digests", sharedArchive)
+		}
+		_, _ = n.Run(ctx, "rm", "-f", sharedArchive)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// exportImage writes ref as an archive, from the first of nodes that
+// holds it, to a file of a new host directory and returns its path; ""
+// when no node holds it.
+func (c *Cluster) exportImage(ctx context.Context, nodes []Node, ref string) (string, error) {
 	for _, n := range nodes {
 		has, err := n.hasImage(ctx, ref)
 		if err != nil || !has {
 			continue
 		}
-		const tmp = "/tmp/skewer-share.tar"
-		if _, err := n.Run(ctx, "ctr", "--namespace=k8s.io", "images", "export", "--platform", "linux/amd64", tmp, ref); err != nil {
-			return nil, fmt.Errorf("failed to export %s from %s: %w", ref, n.Name, err)
+		if _, err := n.Run(ctx, "ctr", "--namespace=k8s.io", "images", "export", "--platform", "linux/amd64", sharedArchive, ref); err != nil {
+			return "", fmt.Errorf("failed to export %s from %s: %w", ref, n.Name, err)
 		}
-		archive, err := n.ReadFile(ctx, tmp)
-		_, _ = n.Run(ctx, "rm", "-f", tmp)
-		return archive, err
+		defer n.Run(context.WithoutCancel(ctx), "rm", "-f", sharedArchive)
+		dir, err := os.MkdirTemp("", "skewer-share-")
+		if err != nil {
+			return "", err
+		}
+		path := filepath.Join(dir, "image.tar")
+		if err := run.Command("docker", "cp", n.Name+":"+sharedArchive, path).Run(ctx); err != nil {
+			os.RemoveAll(dir)
+			return "", fmt.Errorf("failed to copy %s out of %s: %w", ref, n.Name, err)
+		}
+		return path, nil
 	}
-	return nil, nil
+	return "", nil
 }
