@@ -13,57 +13,6 @@ import (
 	"github.com/skewer-k8s/skewer/harness/wait"
 )
 
-// systemImages are the images kube-system's DaemonSets and Deployments
-// run (kube-proxy, CoreDNS, the CNI): what every node must be able to
-// start.
-func systemImages(ctx context.Context, c *cluster.Cluster) ([]string, error) {
-	cs, err := c.Client()
-	if err != nil {
-		return nil, err
-	}
-	seen := map[string]bool{}
-	var refs []string
-	add := func(images ...string) {
-		for _, ref := range images {
-			if !seen[ref] {
-				seen[ref] = true
-				refs = append(refs, ref)
-			}
-		}
-	}
-	dss, err := cs.AppsV1().DaemonSets("kube-system").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("kube-system's DaemonSets: %w", err)
-	}
-	for _, ds := range dss.Items {
-		for _, ct := range append(ds.Spec.Template.Spec.InitContainers, ds.Spec.Template.Spec.Containers...) {
-			add(ct.Image)
-		}
-	}
-	deps, err := cs.AppsV1().Deployments("kube-system").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("kube-system's Deployments: %w", err)
-	}
-	for _, d := range deps.Items {
-		for _, ct := range append(d.Spec.Template.Spec.InitContainers, d.Spec.Template.Spec.Containers...) {
-			add(ct.Image)
-		}
-	}
-	return refs, nil
-}
-
-// shareSystemImages gives n the images the cluster's system Pods run that
-// its node image lacks (the other version's kube-proxy and CoreDNS), as a
-// registry would: without them its kube-proxy never starts, and no
-// Service is reachable from it (a webhook's, for its apiserver).
-func shareSystemImages(ctx context.Context, c *cluster.Cluster, n cluster.Node) error {
-	refs, err := systemImages(ctx, c)
-	if err != nil {
-		return err
-	}
-	return c.ShareImages(ctx, []cluster.Node{n}, refs...)
-}
-
 // upgradeAddons moves kube-proxy and CoreDNS to target's, as `kubeadm
 // upgrade apply` does once the control plane is: a surge never runs
 // upgrade apply, so without it the addons stay at the version the cluster
