@@ -23,9 +23,9 @@ func (n Node) hasImage(ctx context.Context, ref string) (bool, error) {
 
 // ShareImages gives each node of to every image of refs it lacks, copied
 // from a node of c that holds it: on a machine with no registry, what a
-// pull would fetch. A joining node's image holds its own version's
-// images only, while the cluster's DaemonSets may still run the other
-// version's (kube-proxy before kubeadm upgrades its addons). An image no
+// pull would fetch. A node's image holds its own version's images only,
+// while kubeadm's addons may be moved to the other version's (a worker
+// left at the older version when the surge upgrades them). An image no
 // node holds is left to the kubelet, whose pull says why it failed.
 func (c *Cluster) ShareImages(ctx context.Context, to []Node, refs ...string) error {
 	nodes, err := c.Nodes(ctx)

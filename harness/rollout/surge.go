@@ -129,11 +129,11 @@ func replace(oldName string, target version.Version) []Action {
 			return err
 		}),
 		// Not yet: giving the joiner the other version's kube-proxy and
-		// CoreDNS (shareSystemImages) fails, deterministically, for the
-		// second joiner of certify's window two (ctr import exits 1 with no
-		// message; docs/status.md Next 2g; the step is in commit 9fddee3).
-		// Until then a joiner's kube-proxy
-		// waits for the addon phase at the end of the surge.
+		// CoreDNS (commit 9fddee3's step, through cluster.ShareImages)
+		// failed every time for the second joiner of certify's window two
+		// (ctr import exits 1 with no message; docs/status.md Next 2g).
+		// Until then a joiner's kube-proxy waits for the addon phase at
+		// the end of the surge.
 		Do("join the new node with kubeadm", func(ctx context.Context, c *cluster.Cluster) error {
 			member, err := joinedMember(ctx, c, added)
 			if err != nil {

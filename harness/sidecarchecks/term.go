@@ -72,15 +72,7 @@ func (s *Sidecars) terminate(ctx context.Context, k Kubelet, tc terminationCase)
 		return "", 0, err
 	}
 	sink := sidecarEventsDir(ns, b.name) + "/shipped"
-	shippedLines := func(ctx context.Context) (int, error) {
-		out, err := k.Run(ctx, "sh", "-c", "cat "+sink+" 2>/dev/null | wc -l")
-		if err != nil {
-			return 0, err
-		}
-		var n int
-		_, err = fmt.Sscanf(strings.TrimSpace(out), "%d", &n)
-		return n, err
-	}
+	shippedLines := func(ctx context.Context) (int, error) { return linesIn(ctx, k, sink) }
 	if err := wait.For(ctx, "certify/sidecar-event", "the log agent shipping the app's lines", func(ctx context.Context) (bool, string, error) {
 		n, err := shippedLines(ctx)
 		return n > 0, fmt.Sprintf("%d lines shipped", n), err
@@ -121,12 +113,7 @@ func (s *Sidecars) terminate(ctx context.Context, k Kubelet, tc terminationCase)
 	if (agentTold || tc.mustFlush) && !(agentTold && agentStop.After(proxyStop)) {
 		return "", 0, fmt.Errorf("the sidecars did not stop in reverse order (the proxy, declared last, first; then the log agent): %s", eventLines(ev))
 	}
-	var written int
-	for _, e := range ev {
-		if e.Who == "app" && strings.HasPrefix(e.What, "sigterm lines=") {
-			fmt.Sscanf(e.What, "sigterm lines=%d", &written)
-		}
-	}
+	written := appWrote(ev)
 	if written == 0 {
 		return "", 0, fmt.Errorf("the app wrote no lines: %s", eventLines(ev))
 	}
@@ -234,22 +221,39 @@ func (s *Sidecars) stubborn(ctx context.Context, k Kubelet) (string, error) {
 	case gone >= bound:
 		return "", fmt.Errorf("the Pod was gone %s after the delete, past the bound of %s (grace %ds + 15 s)", gone.Round(100*time.Millisecond), bound, stubbornGrace)
 	}
-	var written int
-	for _, e := range ev {
-		if e.Who == "app" && strings.HasPrefix(e.What, "sigterm lines=") {
-			fmt.Sscanf(e.What, "sigterm lines=%d", &written)
-		}
-	}
-	out, err := k.Run(ctx, "sh", "-c", "wc -l < "+sidecarEventsDir(ns, b.name)+"/app.log")
+	written := appWrote(ev)
+	kept, err := linesIn(ctx, k, sidecarEventsDir(ns, b.name)+"/app.log")
 	if err != nil {
 		return "", err
 	}
-	var kept int
-	fmt.Sscanf(strings.TrimSpace(out), "%d", &kept)
 	if written == 0 || kept != written {
 		return "", fmt.Errorf("the app said it wrote %d lines at SIGTERM; its file holds %d", written, kept)
 	}
 	return fmt.Sprintf("grace %ds: SIGTERM to the app %s after the delete, to the sidecar %s later (ignored); the Pod gone %s after the delete, the kubelet's kill %s after the grace period ran out at most; the app's %d lines intact",
 		stubbornGrace, appStop.Sub(deleted).Round(time.Millisecond), ignored.Sub(appStop).Round(time.Millisecond), gone.Round(100*time.Millisecond),
 		(gone - stubbornGrace*time.Second).Round(100*time.Millisecond), kept), nil
+}
+
+// linesIn counts the lines of a file in k's node; a file not there yet
+// has none.
+func linesIn(ctx context.Context, k Kubelet, path string) (int, error) {
+	out, err := k.Run(ctx, "sh", "-c", "cat "+path+" 2>/dev/null | wc -l")
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	_, err = fmt.Sscanf(strings.TrimSpace(out), "%d", &n)
+	return n, err
+}
+
+// appWrote is how many lines the app said it had written when told to
+// stop (its "sigterm lines=N" event); 0 when it never said.
+func appWrote(ev []fixtures.Event) int {
+	var n int
+	for _, e := range ev {
+		if e.Who == "app" && strings.HasPrefix(e.What, "sigterm lines=") {
+			fmt.Sscanf(e.What, "sigterm lines=%d", &n)
+		}
+	}
+	return n
 }
