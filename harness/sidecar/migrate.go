@@ -96,8 +96,12 @@ type BatchResult struct {
 }
 
 // Run migrates batch after batch; a breach ends it with the batches done
-// so far (the breaching one last), and no later batch is touched. An
-// invalid migration (Validate) is refused before anything changes.
+// so far (the breaching one last), and no later batch is touched. Each
+// batch is checked before it changes anything (preflight: what the API
+// server would store of its Deployments and admit of their Pods) and
+// after it rolled out (Verify: the Pods actually admitted); a mismatch is
+// a breach naming the container and the field. An invalid migration
+// (Validate) is refused before anything changes.
 func (m *Migration) Run(ctx context.Context) ([]BatchResult, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
@@ -106,9 +110,24 @@ func (m *Migration) Run(ctx context.Context) ([]BatchResult, error) {
 	for _, batch := range m.Batches {
 		res := BatchResult{Targets: batch}
 		start := time.Now()
+		var drafts []*appsv1.Deployment
 		for _, t := range batch {
-			if err := m.convert(ctx, t); err != nil {
+			d, err := m.draft(ctx, t)
+			if err != nil {
 				return out, err
+			}
+			if err := preflight(ctx, m.Client, t, d, m.Helpers); err != nil {
+				res.Breach = "before: " + err.Error()
+				break
+			}
+			drafts = append(drafts, d)
+		}
+		if res.Breach != "" { // nothing of the batch changed
+			return append(out, res), nil
+		}
+		for i, t := range batch {
+			if _, err := m.Client.AppsV1().Deployments(t.Namespace).Update(ctx, drafts[i], metav1.UpdateOptions{}); err != nil {
+				return out, fmt.Errorf("failed to migrate %s: %w", t, err)
 			}
 		}
 		for _, t := range batch {
@@ -129,6 +148,14 @@ func (m *Migration) Run(ctx context.Context) ([]BatchResult, error) {
 				res.Breach = fmt.Sprintf("%d container restarts in %s, more than %d", restarts, m.Settle, m.Stop.MaxRestarts)
 			}
 		}
+		if res.Breach == "" {
+			for _, t := range batch {
+				if err := Verify(ctx, m.Client, t, m.Helpers); err != nil {
+					res.Breach = "after: " + err.Error()
+					break
+				}
+			}
+		}
 		out = append(out, res)
 		if res.Breach != "" {
 			return out, nil
@@ -137,28 +164,27 @@ func (m *Migration) Run(ctx context.Context) ([]BatchResult, error) {
 	return out, nil
 }
 
-// convert records the Deployment's template and makes its helpers native
-// sidecars.
-func (m *Migration) convert(ctx context.Context, t Target) error {
+// draft is t's Deployment migrated, not yet stored: its template recorded
+// and its helpers made native sidecars.
+func (m *Migration) draft(ctx context.Context, t Target) (*appsv1.Deployment, error) {
 	d, err := m.Client.AppsV1().Deployments(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 	if err != nil {
-		return fmt.Errorf("failed to read %s: %w", t, err)
+		return nil, fmt.Errorf("failed to read %s: %w", t, err)
 	}
 	legacy, err := json.Marshal(d.Spec.Template)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	native, err := toNative(d.Spec.Template.Spec, m.Helpers)
 	if err != nil {
-		return fmt.Errorf("%s: %w", t, err)
+		return nil, fmt.Errorf("%s: %w", t, err)
 	}
 	if d.Annotations == nil {
 		d.Annotations = map[string]string{}
 	}
 	d.Annotations[LegacyAnnotation] = string(legacy)
 	d.Spec.Template.Spec = native
-	_, err = m.Client.AppsV1().Deployments(t.Namespace).Update(ctx, d, metav1.UpdateOptions{})
-	return err
+	return d, nil
 }
 
 // toNative moves the named helper containers to the front of the init

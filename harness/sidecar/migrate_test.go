@@ -156,3 +156,27 @@ type deployments struct {
 func (d deployments) Get(context.Context, string, metav1.GetOptions) (*appsv1.Deployment, error) {
 	return d.d.DeepCopy(), nil
 }
+
+// Admitted names what differs from a migrated Pod's shape: the container
+// and the field.
+func TestAdmitted(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	sidecar := func(name string) corev1.Container { return corev1.Container{Name: name, RestartPolicy: &always} }
+	helpers := []string{"proxy", "logs"}
+	for _, tc := range []struct {
+		name       string
+		init, main []corev1.Container
+		want       string // "" when admitted as migrated
+	}{
+		{"migrated", []corev1.Container{sidecar("proxy"), sidecar("logs"), {Name: "setup"}}, []corev1.Container{{Name: "app"}}, ""},
+		{"restartPolicy dropped", []corev1.Container{{Name: "proxy"}, sidecar("logs")}, []corev1.Container{{Name: "app"}},
+			"initContainers[0] (proxy).restartPolicy is unset, want Always"},
+		{"order changed", []corev1.Container{sidecar("logs"), sidecar("proxy")}, []corev1.Container{{Name: "app"}},
+			"initContainers[1] is proxy, want it at 0"},
+		{"still legacy", []corev1.Container{sidecar("logs")}, []corev1.Container{{Name: "app"}, {Name: "proxy"}},
+			"containers[proxy] is a regular container"},
+		{"gone", []corev1.Container{sidecar("proxy")}, []corev1.Container{{Name: "app"}}, "logs is gone from the Pod"},
+	} {
+		checkError(t, Admitted(corev1.PodSpec{InitContainers: tc.init, Containers: tc.main}, helpers), tc.want, "%s: Admitted", tc.name)
+	}
+}

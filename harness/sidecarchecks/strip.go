@@ -62,7 +62,37 @@ func (s *Sidecars) preflight(ctx context.Context, target string) ([]string, erro
 	if _, err := s.cs.CoreV1().Pods(target).Get(ctx, pod.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("the dry run left Pod %s/%s behind (get: %v)", target, pod.Name, err)
 	}
-	return []string{fmt.Sprintf("preflight (server-side dry run) through the stripping webhook: %v lost, nothing created", lost)}, nil
+	ev := []string{fmt.Sprintf("preflight (server-side dry run) through the stripping webhook: %v lost, nothing created", lost)}
+	line, err := s.migrationStopsBefore(ctx, target)
+	return append(ev, line), err
+}
+
+// migrationStopsBefore migrates a Deployment whose Pods the webhook
+// strips: the batch's check before it changes anything (a dry run of the
+// new template's Pod) must stop it, naming the field, the Deployment
+// left as it was.
+func (s *Sidecars) migrationStopsBefore(ctx context.Context, ns string) (string, error) {
+	tg, before, err := s.legacyDeployment(ctx, ns, false)
+	if err != nil {
+		return "", err
+	}
+	m := &sidecar.Migration{Client: s.cs, Helpers: []string{CrashingSidecar}, Batches: [][]sidecar.Target{{tg}},
+		Stop: sidecar.StopConditions{ReadyWithin: time.Minute}}
+	res, err := m.Run(ctx)
+	switch {
+	case err != nil:
+		return "", err
+	case len(res) != 1 || !strings.HasPrefix(res[0].Breach, "before:") || !strings.Contains(res[0].Breach, "restartPolicy"):
+		return "", fmt.Errorf("a migration of %s under the stripping webhook: want its batch stopped before it changed anything, naming restartPolicy; got %+v", tg, res)
+	}
+	d, err := s.cs.AppsV1().Deployments(ns).Get(ctx, tg.Name, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	if _, touched := d.Annotations[sidecar.LegacyAnnotation]; touched || sidecar.TemplateHash(d.Spec.Template) != sidecar.TemplateHash(before) {
+		return "", fmt.Errorf("the migration stopped before %s, and changed it anyway", tg)
+	}
+	return fmt.Sprintf("a migration of %s through the webhook stopped before its batch, the Deployment unchanged: %s", tg, res[0].Breach), nil
 }
 
 func (s *Sidecars) strippedShapes(ctx context.Context, target string) ([]string, error) {
