@@ -3,6 +3,7 @@ package nodeimage
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/skewer-k8s/skewer/internal/run"
@@ -36,15 +37,45 @@ func (b *Builder) FixtureImage(ctx context.Context) (string, error) {
 		cmd := run.Command("go", "build", "-trimpath", "-ldflags=-s -w -buildid=", "-o", filepath.Join(out, "fixture"), "./fixtures/cmd/fixture")
 		cmd.Dir = root
 		cmd.Env = []string{"CGO_ENABLED=0"}
-		return cmd.Run(ctx)
+		if err := cmd.Run(ctx); err != nil {
+			return err
+		}
+		return buildOldClient(ctx, filepath.Join(root, "fixtures", "oldclient"), filepath.Join(out, "oldclient"))
 	}); err != nil {
 		return "", fmt.Errorf("failed to build the fixtures: %w", err)
 	}
 	err = dockerBuild(ctx, ref, map[string][]byte{
-		"Dockerfile": []byte("FROM scratch\nCOPY fixture /fixture\nENTRYPOINT [\"/fixture\"]\n"),
-	}, map[string]string{"fixture": filepath.Join(bin, "fixture")}, key)
+		"Dockerfile": []byte("FROM scratch\nCOPY fixture /fixture\nCOPY oldclient /oldclient\nENTRYPOINT [\"/fixture\"]\n"),
+	}, map[string]string{"fixture": filepath.Join(bin, "fixture"), "oldclient": filepath.Join(bin, "oldclient")}, key)
 	if err != nil {
 		return "", fmt.Errorf("failed to build %s: %w", ref, err)
 	}
 	return ref, nil
+}
+
+// buildOldClient builds fixtures/oldclient, a module of its own pinned to
+// an old k8s.io/api, kept there as module.mod and module.sum (see its
+// main.go): from a copy of src with those named go.mod and go.sum.
+func buildOldClient(ctx context.Context, src, out string) error {
+	dir, err := os.MkdirTemp("", "skewer-oldclient-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	for from, to := range map[string]string{"main.go": "main.go", "module.mod": "go.mod", "module.sum": "go.sum"} {
+		b, err := os.ReadFile(filepath.Join(src, from))
+		if err != nil {
+			return fmt.Errorf("the old client's source: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, to), b, 0o644); err != nil {
+			return err
+		}
+	}
+	cmd := run.Command("go", "build", "-tags", "oldclient", "-trimpath", "-ldflags=-s -w -buildid=", "-o", out, ".")
+	cmd.Dir = dir
+	cmd.Env = []string{"CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=-mod=readonly"}
+	if err := cmd.Run(ctx); err != nil {
+		return fmt.Errorf("the old client (fixtures/oldclient): %w", err)
+	}
+	return nil
 }
