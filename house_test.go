@@ -26,7 +26,8 @@ var floors = [][]string{
 	{"internal/docker", "harness/metrics", "harness/sidecar", "harness/certify"},
 	{"harness/nodeimage", "harness/report", "harness/restarts"},
 	{"harness/cluster"},
-	{"harness/rollout", "harness/faults", "harness/traffic", "harness/sidecarchecks"},
+	{"harness/rollout", "harness/faults", "harness/traffic"},
+	{"harness/sidecarchecks"}, // replaces a worker under its Pods: rollout's
 	{"harness/suite", "harness/certification"},
 	{"cmd/skewer", "suites/mvp", "suites/rollout", "suites/sidecar", "suites/smoke", "bench"},
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
 	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
 
@@ -211,15 +212,14 @@ func (c *Cluster) SecondaryControlPlanes(ctx context.Context) ([]Node, error) {
 	return out, nil
 }
 
-var cpIndexRE = regexp.MustCompile(`-control-plane(\d*)$`)
-
-// nextControlPlaneName is a kind-style control-plane name after every one
-// used so far, so a new node never inherits a removed node's name (nor its
-// audit log).
-func nextControlPlaneName(cluster string, used []string) string {
+// nextNodeName is a kind-style name for a new node of role after every
+// one used so far, so a new node never inherits a removed node's name
+// (nor its audit log).
+func nextNodeName(cluster, role string, used []string) string {
+	index := regexp.MustCompile(`-` + regexp.QuoteMeta(role) + `(\d*)$`)
 	highest := 0
 	for _, n := range used {
-		if m := cpIndexRE.FindStringSubmatch(n); m != nil {
+		if m := index.FindStringSubmatch(n); m != nil {
 			i := 1
 			if m[1] != "" {
 				i, _ = strconv.Atoi(m[1])
@@ -227,7 +227,7 @@ func nextControlPlaneName(cluster string, used []string) string {
 			highest = max(highest, i)
 		}
 	}
-	return kindNodeName(cluster, RoleControlPlane, highest)
+	return kindNodeName(cluster, v1alpha4.NodeRole(role), highest)
 }
 
 // AddControlPlaneContainer starts a new control-plane node container from
@@ -235,6 +235,17 @@ func nextControlPlaneName(cluster string, used []string) string {
 // mounts, the apiserver published on loopback) and waits for its systemd.
 // It does not make it a member of anything: joining it is a rollout's job.
 func (c *Cluster) AddControlPlaneContainer(ctx context.Context, image string) (Node, error) {
+	return c.addNodeContainer(ctx, image, RoleControlPlane)
+}
+
+// AddWorkerContainer starts a new worker node container from image the
+// way kind starts one, and waits for its systemd; joining it is a
+// rollout's job.
+func (c *Cluster) AddWorkerContainer(ctx context.Context, image string) (Node, error) {
+	return c.addNodeContainer(ctx, image, RoleWorker)
+}
+
+func (c *Cluster) addNodeContainer(ctx context.Context, image, role string) (Node, error) {
 	if !docker.ImageExists(ctx, image) {
 		return Node{}, fmt.Errorf("no node image %s here (build it: skewer images build)", image)
 	}
@@ -247,22 +258,23 @@ func (c *Cluster) AddControlPlaneContainer(ctx context.Context, image string) (N
 	for _, n := range all {
 		names = append(names, n.Name)
 	}
-	name := nextControlPlaneName(c.Name, names)
-	if err := os.MkdirAll(l.auditDir(name), 0o755); err != nil {
-		return Node{}, err
-	}
+	name := nextNodeName(c.Name, role, names)
 	args := []string{"docker", "run", "--name", name, "--hostname", name,
 		"--detach", "--tty", "--net", "kind", "--restart=on-failure:1", "--init=false", "--cgroupns=private",
-		"--label", clusterLabel + "=" + c.Name, "--label", roleLabel + "=" + RoleControlPlane,
+		"--label", clusterLabel + "=" + c.Name, "--label", roleLabel + "=" + role,
 		"--privileged", "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
 		"--tmpfs", "/tmp", "--tmpfs", "/run", "--volume", "/var", "--volume", "/lib/modules:/lib/modules:ro",
-		"-e", "KIND_EXPERIMENTAL_CONTAINERD_SNAPSHOTTER", "-e", "KUBECONFIG=/etc/kubernetes/admin.conf",
-		"--volume", l.auditPolicy() + ":" + auditPolicyDir + "/policy.yaml:ro",
-		"--volume", l.auditDir(name) + ":" + auditLogDir,
-		"--publish", fmt.Sprintf("127.0.0.1::%d/tcp", APIServerPort),
-		image,
+		"-e", "KIND_EXPERIMENTAL_CONTAINERD_SNAPSHOTTER"}
+	if role == RoleControlPlane {
+		if err := os.MkdirAll(l.auditDir(name), 0o755); err != nil {
+			return Node{}, err
+		}
+		args = append(args, "-e", "KUBECONFIG=/etc/kubernetes/admin.conf",
+			"--volume", l.auditPolicy()+":"+auditPolicyDir+"/policy.yaml:ro",
+			"--volume", l.auditDir(name)+":"+auditLogDir,
+			"--publish", fmt.Sprintf("127.0.0.1::%d/tcp", APIServerPort))
 	}
-	if err := run.Command(args...).Run(ctx); err != nil {
+	if err := run.Command(append(args, image)...).Run(ctx); err != nil {
 		return Node{}, fmt.Errorf("failed to start node %s: %w", name, err)
 	}
 	n, err := c.Node(ctx, name)
@@ -287,6 +299,10 @@ func (c *Cluster) LoadImageTars(ctx context.Context, tars ...string) error {
 	if err != nil {
 		return err
 	}
+	return loadImageTars(ctx, nodes, tars...)
+}
+
+func loadImageTars(ctx context.Context, nodes []Node, tars ...string) error {
 	for _, n := range nodes {
 		for _, t := range tars {
 			f, err := os.Open(t)
@@ -307,6 +323,16 @@ func (c *Cluster) LoadImageTars(ctx context.Context, tars ...string) error {
 // LoadImages copies images from the host's Docker into every node, as
 // kind's load docker-image does: what a Pod runs is never pulled.
 func (c *Cluster) LoadImages(ctx context.Context, refs ...string) error {
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		return err
+	}
+	return LoadImagesOn(ctx, nodes, refs...)
+}
+
+// LoadImagesOn is LoadImages into the given nodes only: a node that
+// joined later.
+func LoadImagesOn(ctx context.Context, nodes []Node, refs ...string) error {
 	dir, err := os.MkdirTemp("", "skewer-load-")
 	if err != nil {
 		return err
@@ -320,5 +346,5 @@ func (c *Cluster) LoadImages(ctx context.Context, refs ...string) error {
 		}
 		tars = append(tars, tar)
 	}
-	return c.LoadImageTars(ctx, tars...)
+	return loadImageTars(ctx, nodes, tars...)
 }

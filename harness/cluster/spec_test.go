@@ -2,13 +2,14 @@ package cluster
 
 import (
 	"encoding/json"
-	"github.com/skewer-k8s/skewer/harness/version"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+
+	"github.com/skewer-k8s/skewer/harness/version"
 )
 
 func haSpec() *Spec {
@@ -144,17 +145,20 @@ func TestStaticPodPatchesPinImagesAndAddFlags(t *testing.T) {
 	}
 }
 
-func TestNextControlPlaneNameNeverReusesOne(t *testing.T) {
+func TestNextNodeNameNeverReusesOne(t *testing.T) {
 	for _, tc := range []struct {
+		role string
 		used []string
 		want string
 	}{
-		{[]string{"c-control-plane", "c-control-plane2", "c-control-plane3", "c-worker"}, "c-control-plane4"},
-		{[]string{"c-control-plane", "c-control-plane2", "/state/audit/c-control-plane3"}, "c-control-plane4"},
-		{nil, "c-control-plane"},
+		{RoleControlPlane, []string{"c-control-plane", "c-control-plane2", "c-control-plane3", "c-worker"}, "c-control-plane4"},
+		{RoleControlPlane, []string{"c-control-plane", "c-control-plane2", "/state/audit/c-control-plane3"}, "c-control-plane4"},
+		{RoleControlPlane, nil, "c-control-plane"},
+		{RoleWorker, []string{"c-control-plane", "c-control-plane5", "c-worker", "c-worker2"}, "c-worker3"},
+		{RoleWorker, []string{"c-control-plane"}, "c-worker"},
 	} {
-		if got := nextControlPlaneName("c", tc.used); got != tc.want {
-			t.Errorf("nextControlPlaneName(%v) = %s, want %s", tc.used, got, tc.want)
+		if got := nextNodeName("c", tc.role, tc.used); got != tc.want {
+			t.Errorf("nextNodeName(%s, %v) = %s, want %s", tc.role, tc.used, got, tc.want)
 		}
 	}
 }

@@ -44,3 +44,21 @@ func TestRunnerDoesNothingOnceCancelled(t *testing.T) {
 		t.Fatalf("err %v, called %v: a cancelled run must not start a step", err, called)
 	}
 }
+
+// A worker's join has no controlPlane section; a control plane's
+// advertises its own address. Each joins through the endpoint given.
+func TestJoinConfiguration(t *testing.T) {
+	cp := joinConfiguration("v1beta4", "c-external-load-balancer:6443", "c", "c-control-plane4", "172.18.0.9", "abc.def", true)
+	worker := joinConfiguration("v1beta4", "c-control-plane:6443", "c", "c-worker2", "172.18.0.10", "abc.def", false)
+	for _, want := range []string{"controlPlane:\n  localAPIEndpoint:\n    advertiseAddress: \"172.18.0.9\"\n    bindPort: 6443\n",
+		`apiServerEndpoint: "c-external-load-balancer:6443"`, `value: "172.18.0.9"`} {
+		if !strings.Contains(cp, want) {
+			t.Errorf("a control plane's join lacks %q:\n%s", want, cp)
+		}
+	}
+	if strings.Contains(worker, "controlPlane") || !strings.Contains(worker, `value: "kind://docker/c/c-worker2"`) ||
+		!strings.Contains(worker, `apiServerEndpoint: "c-control-plane:6443"`) ||
+		!strings.Contains(worker, "kind: JoinConfiguration\nnodeRegistration:") {
+		t.Errorf("a worker's join:\n%s", worker)
+	}
+}

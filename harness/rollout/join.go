@@ -43,15 +43,28 @@ func copyFile(ctx context.Context, from, to cluster.Node, path string) error {
 // member's, a fresh bootstrap token. kubeadm deploys the components of the
 // cluster's ClusterConfiguration version (setClusterVersion moves it).
 func JoinControlPlane(ctx context.Context, c *cluster.Cluster, member, node cluster.Node) error {
+	return join(ctx, c, member, node, true)
+}
+
+// JoinWorker joins a started node to the cluster as a worker with
+// kubeadm, the way kind joins its workers: containerd configured as
+// member's, a fresh bootstrap token.
+func JoinWorker(ctx context.Context, c *cluster.Cluster, member, node cluster.Node) error {
+	return join(ctx, c, member, node, false)
+}
+
+func join(ctx context.Context, c *cluster.Cluster, member, node cluster.Node, controlPlane bool) error {
 	if err := copyFile(ctx, member, node, "/etc/containerd/config.toml"); err != nil {
 		return fmt.Errorf("failed to copy containerd config: %w", err)
 	}
 	if _, err := node.Run(ctx, "systemctl", "restart", "containerd"); err != nil {
 		return err
 	}
-	for _, f := range pkiFiles {
-		if err := copyFile(ctx, member, node, f); err != nil {
-			return fmt.Errorf("failed to copy %s: %w", f, err)
+	if controlPlane {
+		for _, f := range pkiFiles {
+			if err := copyFile(ctx, member, node, f); err != nil {
+				return fmt.Errorf("failed to copy %s: %w", f, err)
+			}
 		}
 	}
 	token, err := member.Run(ctx, "kubeadm", "token", "create", "--ttl", "30m", "--kubeconfig", "/etc/kubernetes/admin.conf")
@@ -70,7 +83,15 @@ func JoinControlPlane(ctx context.Context, c *cluster.Cluster, member, node clus
 	if err != nil {
 		return fmt.Errorf("%s: /kind/version: %w", node.Name, err)
 	}
-	conf := joinConfiguration(cluster.KubeadmAPIVersion(v), c.Name, node.Name, ip, token)
+	cfg, _, err := clusterConfiguration(ctx, c)
+	if err != nil {
+		return err
+	}
+	endpoint, _ := cfg["controlPlaneEndpoint"].(string)
+	if endpoint == "" {
+		return fmt.Errorf("kubeadm's ClusterConfiguration names no controlPlaneEndpoint to join through")
+	}
+	conf := joinConfiguration(cluster.KubeadmAPIVersion(v), endpoint, c.Name, node.Name, ip, token, controlPlane)
 	if err := node.WriteFile(ctx, "/kind/kubeadm.conf", []byte(conf), 0o644); err != nil {
 		return err
 	}
@@ -81,9 +102,11 @@ func JoinControlPlane(ctx context.Context, c *cluster.Cluster, member, node clus
 }
 
 // joinConfiguration is the JoinConfiguration kind would give a secondary
-// control plane, preflight skipped as kind skips it (its system checks
-// refuse a cgroup v1 host outright).
-func joinConfiguration(apiVersion, clusterName, node, ip, token string) string {
+// control plane (or, without controlPlane, a worker), joining through
+// endpoint - the cluster's controlPlaneEndpoint: its load balancer, or
+// its one control plane - with preflight skipped as kind skips it (its
+// system checks refuse a cgroup v1 host outright).
+func joinConfiguration(apiVersion, endpoint, clusterName, node, ip, token string, controlPlane bool) string {
 	args := func(pairs ...string) string {
 		var b strings.Builder
 		for i := 0; i < len(pairs); i += 2 {
@@ -95,13 +118,13 @@ func joinConfiguration(apiVersion, clusterName, node, ip, token string) string {
 		}
 		return b.String()
 	}
+	cp := ""
+	if controlPlane {
+		cp = fmt.Sprintf("controlPlane:\n  localAPIEndpoint:\n    advertiseAddress: %q\n    bindPort: %d\n", ip, cluster.APIServerPort)
+	}
 	return fmt.Sprintf(`apiVersion: kubeadm.k8s.io/%s
 kind: JoinConfiguration
-controlPlane:
-  localAPIEndpoint:
-    advertiseAddress: %q
-    bindPort: %d
-nodeRegistration:
+%snodeRegistration:
   criSocket: unix:///run/containerd/containerd.sock
   kubeletExtraArgs:
 %sdiscovery:
@@ -111,7 +134,7 @@ nodeRegistration:
     unsafeSkipCAVerification: true
 skipPhases:
 - preflight
-`, apiVersion, ip, cluster.APIServerPort,
+`, apiVersion, cp,
 		args("node-ip", ip, "provider-id", fmt.Sprintf("kind://docker/%s/%s", clusterName, node), "node-labels", ""),
-		fmt.Sprintf("%s-external-load-balancer:%d", clusterName, cluster.APIServerPort), token)
+		endpoint, token)
 }

@@ -301,13 +301,16 @@ func firstEvent(ev []fixtures.Event, who, what string) (time.Time, error) {
 // Promises are what All judges.
 var Promises = []certify.ID{"sidecar.job.completes", "sidecar.start.order", "sidecar.crash.restarts-alone", "sidecar.readiness.gates",
 	"sidecar.resources.formula", "sidecar.termination.reverse-order", "sidecar.termination.bounded-flush", "sidecar.termination.sigterm-ignored",
-	"sidecar.stripped.preflight", "sidecar.stripped.shapes", "sidecar.migration.batches", "sidecar.migration.rollback"}
+	"sidecar.stripped.preflight", "sidecar.stripped.shapes", "sidecar.stripped.old-client", "sidecar.migration.batches", "sidecar.migration.rollback",
+	"sidecar.worker-replaced"}
 
-// All runs every sidecar check, the quick ones first, and returns their
+// All runs every sidecar check, the quick ones first and the worker's
+// replacement last (it changes the cluster's nodes), and returns their
 // verdicts, Promises.
 func (s *Sidecars) All(ctx context.Context) []certify.Verdict {
 	return slices.Concat(
 		[]certify.Verdict{s.CheckJobs(ctx), s.CheckStartOrder(ctx), s.CheckCrashAlone(ctx), s.CheckResources(ctx), s.CheckReadinessGates(ctx),
 			s.CheckSIGTERMIgnored(ctx)},
-		s.CheckTermination(ctx), s.CheckStripped(ctx), s.CheckMigration(ctx))
+		s.CheckTermination(ctx), s.CheckStripped(ctx), []certify.Verdict{s.CheckOldClient(ctx)}, s.CheckMigration(ctx),
+		[]certify.Verdict{s.CheckWorkerReplaced(ctx)})
 }

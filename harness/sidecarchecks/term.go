@@ -12,6 +12,7 @@ import (
 
 	"github.com/skewer-k8s/skewer/fixtures"
 	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/wait"
 )
 
@@ -58,25 +59,14 @@ func (s *Sidecars) terminate(ctx context.Context, k Kubelet, tc terminationCase)
 	}
 	defer done()
 	b := podBuilder{image: s.image, ns: ns, name: "terminate", node: k.Name}
-	agent := native(b.container("log-agent", "log-agent", "-source", "/shared/app.log", "-sink", "/events/shipped",
-		"-interval", "1s", "-per-line", tc.perLine, "-budget", tc.budget, "-report", "/events/agent.json"))
-	proxy := native(b.container("proxy", "proxy", "-load-after", "0s"))
-	app := b.container("app", "app", "-log", "/shared/app.log", "-rate", tc.rate)
-	pod := b.pod([]corev1.Container{agent, proxy}, []corev1.Container{app})
-	pod.Spec.TerminationGracePeriodSeconds = &tc.grace
 	pods := s.cs.CoreV1().Pods(ns)
-	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	if _, err := pods.Create(ctx, shippingPod(b, tc), metav1.CreateOptions{}); err != nil {
 		return "", 0, err
 	}
 	if _, err := s.waitPod(ctx, "certify/sidecar-pod", ns, b.name, "Ready", podReady); err != nil {
 		return "", 0, err
 	}
-	sink := sidecarEventsDir(ns, b.name) + "/shipped"
-	shippedLines := func(ctx context.Context) (int, error) { return linesIn(ctx, k, sink) }
-	if err := wait.For(ctx, "certify/sidecar-event", "the log agent shipping the app's lines", func(ctx context.Context) (bool, string, error) {
-		n, err := shippedLines(ctx)
-		return n > 0, fmt.Sprintf("%d lines shipped", n), err
-	}); err != nil {
+	if err := waitShipping(ctx, k.Node, ns, b.name); err != nil {
 		return "", 0, err
 	}
 	// A backlog to flush: the app writes meanwhile (not a wait for state).
@@ -92,7 +82,39 @@ func (s *Sidecars) terminate(ctx context.Context, k Kubelet, tc terminationCase)
 	if err != nil {
 		return "", 0, err
 	}
-	ev, err := events(ctx, k.Node, ns, b.name)
+	return stopped(ctx, k.Node, ns, b.name, tc, gone)
+}
+
+// shippingPod is an app writing lines to a file that a log agent, its
+// first native sidecar, ships to a sink in the events directory; a proxy
+// is its second.
+func shippingPod(b podBuilder, tc terminationCase) *corev1.Pod {
+	agent := native(b.container("log-agent", "log-agent", "-source", "/shared/app.log", "-sink", "/events/shipped",
+		"-interval", "1s", "-per-line", tc.perLine, "-budget", tc.budget, "-report", "/events/agent.json"))
+	proxy := native(b.container("proxy", "proxy", "-load-after", "0s"))
+	app := b.container("app", "app", "-log", "/shared/app.log", "-rate", tc.rate)
+	pod := b.pod([]corev1.Container{agent, proxy}, []corev1.Container{app})
+	pod.Spec.TerminationGracePeriodSeconds = &tc.grace
+	return pod
+}
+
+// waitShipping waits until a shippingPod's log agent on node has shipped
+// a line.
+func waitShipping(ctx context.Context, node cluster.Node, ns, pod string) error {
+	return wait.For(ctx, "certify/sidecar-event", "the log agent shipping the app's lines", func(ctx context.Context) (bool, string, error) {
+		n, err := linesIn(ctx, node, sidecarEventsDir(ns, pod)+"/shipped")
+		return n > 0, fmt.Sprintf("%d lines shipped", n), err
+	})
+}
+
+// stopped judges how a shippingPod on node stopped, gone after it was
+// deleted: SIGTERM to the app first, then to the sidecars in reverse
+// order; how many of the app's lines never reached the sink.
+func stopped(ctx context.Context, node cluster.Node, ns, pod string, tc terminationCase, gone time.Duration) (line string, lost int, err error) {
+	shippedLines := func(ctx context.Context) (int, error) {
+		return linesIn(ctx, node, sidecarEventsDir(ns, pod)+"/shipped")
+	}
+	ev, err := events(ctx, node, ns, pod)
 	if err != nil {
 		return "", 0, err
 	}
@@ -131,7 +153,7 @@ func (s *Sidecars) terminate(ctx context.Context, k Kubelet, tc terminationCase)
 		return "", 0, fmt.Errorf("the Pod was gone %s after the delete, not within its grace period of %ds (bound %s)", gone.Round(100*time.Millisecond), tc.grace, bound)
 	}
 	reported := "killed before it could report (the Pod's grace period is shared, KEP-753)"
-	if raw, err := k.Run(ctx, "cat", sidecarEventsDir(ns, b.name)+"/agent.json"); err == nil {
+	if raw, err := node.Run(ctx, "cat", sidecarEventsDir(ns, pod)+"/agent.json"); err == nil {
 		var own fixtures.AgentReport
 		if err := json.Unmarshal([]byte(raw), &own); err != nil {
 			return "", 0, fmt.Errorf("the log agent's report: %w", err)
@@ -222,7 +244,7 @@ func (s *Sidecars) stubborn(ctx context.Context, k Kubelet) (string, error) {
 		return "", fmt.Errorf("the Pod was gone %s after the delete, past the bound of %s (grace %ds + 15 s)", gone.Round(100*time.Millisecond), bound, stubbornGrace)
 	}
 	written := appWrote(ev)
-	kept, err := linesIn(ctx, k, sidecarEventsDir(ns, b.name)+"/app.log")
+	kept, err := linesIn(ctx, k.Node, sidecarEventsDir(ns, b.name)+"/app.log")
 	if err != nil {
 		return "", err
 	}
@@ -236,8 +258,8 @@ func (s *Sidecars) stubborn(ctx context.Context, k Kubelet) (string, error) {
 
 // linesIn counts the lines of a file in k's node; a file not there yet
 // has none.
-func linesIn(ctx context.Context, k Kubelet, path string) (int, error) {
-	out, err := k.Run(ctx, "sh", "-c", "cat "+path+" 2>/dev/null | wc -l")
+func linesIn(ctx context.Context, node cluster.Node, path string) (int, error) {
+	out, err := node.Run(ctx, "sh", "-c", "cat "+path+" 2>/dev/null | wc -l")
 	if err != nil {
 		return 0, err
 	}

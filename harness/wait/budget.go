@@ -37,6 +37,8 @@ var budgets = map[string]Budget{
 	// kube-proxy updated on every node and CoreDNS rolled out after
 	// kubeadm's addon phase (their images already on the nodes).
 	"rollout/addons": {Timeout: 3 * time.Minute, Interval: time.Second},
+	// A new worker's Node Ready with its kubelet at the version.
+	"rollout/worker-ready": {Timeout: 3 * time.Minute, Interval: time.Second},
 	// A new control plane's apiserver at the version, its /readyz ok and
 	// its Node Ready.
 	"rollout/control-plane-ready": {Timeout: 4 * time.Minute, Interval: 500 * time.Millisecond},

@@ -90,11 +90,25 @@ func TestAdmission(t *testing.T) {
 // TestMigration moves a helper to a native sidecar namespace by namespace,
 // in batches with stop conditions: a batch that breaches one stops the
 // expansion, and a rollback returns every migrated Deployment to its
-// legacy template.
+// legacy template. Each batch is checked before (dry runs) and after (the
+// Pods admitted); a program built against an old k8s.io/api that writes a
+// migrated Deployment back is caught by the same checks.
 func TestMigration(t *testing.T) {
 	f := features.New("migration in batches").WithLabel("area", "sidecar").
 		WithLabel(suite.RestartsLabel, sidecarchecks.CrashingSidecar).
 		Assess("a breach stops the expansion; the rollback restores the legacy templates", judged((*sidecarchecks.Sidecars).CheckMigration)).
+		Assess("an old client's read-modify-write drops restartPolicy; the migration's checks name it", judged(one((*sidecarchecks.Sidecars).CheckOldClient))).
+		Feature()
+	s.Env.Test(t, f)
+}
+
+// TestWorkerReplaced replaces the older worker, under a Deployment's Pod
+// with native sidecars, by a worker of the newer kubelet, as a node pool
+// upgrade does: last, since it changes the cluster's nodes.
+func TestWorkerReplaced(t *testing.T) {
+	f := features.New("a worker replaced under sidecar Pods").WithLabel("area", "sidecar").
+		Assess("the evicted Pod stops in reverse order and loses no line; it starts again in order on the newer worker",
+			judged(one((*sidecarchecks.Sidecars).CheckWorkerReplaced))).
 		Feature()
 	s.Env.Test(t, f)
 }

@@ -1,0 +1,75 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/harness/version"
+	"github.com/skewer-k8s/skewer/harness/wait"
+	"github.com/skewer-k8s/skewer/internal/docker"
+)
+
+// A worker is replaced by surge, as a node pool upgrade does it: AddWorker
+// brings a new one at the newer version, DrainWorker moves the old one's
+// Pods over, RemoveWorker takes it out. They are apart so a check can look
+// at the old node between the drain and the removal.
+
+// AddWorker starts a worker from v's node image, joins it with kubeadm
+// through the bootstrap control plane, and waits until its Node is Ready
+// with its kubelet at v.
+func AddWorker(ctx context.Context, c *cluster.Cluster, v version.Version) (cluster.Node, error) {
+	boot, err := c.BootstrapControlPlane(ctx)
+	if err != nil {
+		return cluster.Node{}, err
+	}
+	node, err := c.AddWorkerContainer(ctx, nodeimage.Ref(v))
+	if err != nil {
+		return cluster.Node{}, err
+	}
+	if err := JoinWorker(ctx, c, boot, node); err != nil {
+		return node, err
+	}
+	cs, err := c.Client()
+	if err != nil {
+		return node, err
+	}
+	err = wait.For(ctx, "rollout/worker-ready", fmt.Sprintf("worker %s Ready at %s", node.Name, v), func(ctx context.Context) (bool, string, error) {
+		n, err := cs.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		if kv := n.Status.NodeInfo.KubeletVersion; kv != v.String() {
+			return false, "its kubelet reports " + kv, nil
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				return cond.Status == corev1.ConditionTrue, fmt.Sprintf("Ready=%s (%s)", cond.Status, cond.Message), nil
+			}
+		}
+		return false, "no Ready condition yet", nil
+	})
+	return node, err
+}
+
+// DrainWorker cordons node and evicts its Pods (not the DaemonSets'),
+// waiting until they are gone.
+func DrainWorker(ctx context.Context, c *cluster.Cluster, node cluster.Node) error {
+	return drain(ctx, c, node.Name)
+}
+
+// RemoveWorker takes a drained worker out for good: kubeadm reset, its
+// Node and Pods, its container.
+func RemoveWorker(ctx context.Context, c *cluster.Cluster, node cluster.Node) error {
+	if _, err := node.Run(ctx, "kubeadm", "reset", "--force", "--v=2"); err != nil {
+		return fmt.Errorf("kubeadm reset on %s: %w", node.Name, err)
+	}
+	if err := forget(ctx, c, node.Name); err != nil {
+		return err
+	}
+	return docker.Remove(ctx, node.Name)
+}

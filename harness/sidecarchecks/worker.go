@@ -1,0 +1,163 @@
+package sidecarchecks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/rollout"
+	"github.com/skewer-k8s/skewer/harness/version"
+)
+
+// poolLabel marks the workers the replaced worker's Deployment may run
+// on: the old one, then its replacement.
+const poolLabel = "skewer.io/sidecar-pool"
+
+// CheckWorkerReplaced judges sidecar.worker-replaced: a worker of the
+// older kubelet, running a Deployment's Pod with two native sidecars (a
+// log agent shipping the app's lines, a proxy), is replaced by surge with
+// a worker of the newer kubelet, as a node pool upgrade does it: the new
+// worker joins, the old is drained (the Pod evicted: the app stopped
+// first, then the sidecars in reverse order, every line shipped within
+// its grace period) and removed, and the Pod comes back on the new worker
+// with its sidecars started before the app. The cluster keeps the new
+// worker: this check runs last.
+func (s *Sidecars) CheckWorkerReplaced(ctx context.Context) certify.Verdict {
+	const id = "sidecar.worker-replaced"
+	ev, err := s.replaceWorker(ctx)
+	return verdict(id, ev, err)
+}
+
+func (s *Sidecars) replaceWorker(ctx context.Context) ([]string, error) {
+	if len(s.Kubelets) < 2 || s.Kubelets[0].Role != cluster.RoleWorker {
+		return nil, fmt.Errorf("no worker at an older kubelet than the newest among %v: nothing to replace", s.Kubelets)
+	}
+	old, newer := s.Kubelets[0], s.Kubelets[len(s.Kubelets)-1].Version
+	to, err := version.Parse(newer)
+	if err != nil {
+		return nil, err
+	}
+	ns, done, err := s.namespace(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if err := s.labelPool(ctx, old.Name, ns); err != nil {
+		return nil, err
+	}
+	tc := terminationCase{grace: 30, perLine: "1ms", budget: "10s", rate: "50", mustFlush: true}
+	b := podBuilder{image: s.image, ns: ns, name: "fleet"}
+	pod := shippingPod(b, tc)
+	pod.Spec.NodeSelector = map[string]string{poolLabel: ns}
+	one := int32(1)
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: b.name, Namespace: ns},
+		Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: pod.Labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: pod.Labels}, Spec: pod.Spec}}}
+	if _, err := s.cs.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	first, err := s.fleetPodOn(ctx, ns, b.name, old.Name)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitShipping(ctx, old.Node, ns, b.name); err != nil {
+		return nil, err
+	}
+	ev := []string{fmt.Sprintf("Deployment %s/%s's Pod %s ready on %s, its log agent shipping", ns, b.name, first.Name, old)}
+
+	start := time.Now()
+	node, err := rollout.AddWorker(ctx, s.c, to)
+	if err != nil {
+		return ev, fmt.Errorf("the new worker: %w", err)
+	}
+	ev = append(ev, fmt.Sprintf("%s joined at %s in %s", node.Name, to, time.Since(start).Round(time.Second)))
+	if err := cluster.LoadImagesOn(ctx, []cluster.Node{node}, s.image); err != nil {
+		return ev, err
+	}
+	if err := s.labelPool(ctx, node.Name, ns); err != nil {
+		return ev, err
+	}
+
+	start = time.Now()
+	if err := rollout.DrainWorker(ctx, s.c, old.Node); err != nil {
+		return ev, err
+	}
+	line, lost, err := stopped(ctx, old.Node, ns, b.name, tc, time.Since(start))
+	if err == nil && lost != 0 {
+		err = fmt.Errorf("%d lines lost with time to flush them: %s", lost, line)
+	}
+	if err != nil {
+		return ev, fmt.Errorf("the Pod evicted from %s: %w", old.Name, err)
+	}
+	ev = append(ev, fmt.Sprintf("%s drained: %s", old.Name, line))
+	if err := rollout.RemoveWorker(ctx, s.c, old.Node); err != nil {
+		return ev, err
+	}
+	s.Kubelets[0] = Kubelet{Node: node, Version: newer} // the old one is gone
+
+	second, err := s.fleetPodOn(ctx, ns, b.name, node.Name)
+	if err != nil {
+		return ev, err
+	}
+	evs, err := events(ctx, node, ns, b.name)
+	if err != nil {
+		return ev, err
+	}
+	agent, err := firstEvent(evs, "log-agent", "start")
+	if err != nil {
+		return ev, err
+	}
+	proxy, err := firstEvent(evs, "proxy", "start")
+	if err != nil {
+		return ev, err
+	}
+	app, err := firstEvent(evs, "app", "start")
+	if err != nil {
+		return ev, err
+	}
+	if !proxy.After(agent) || !app.After(proxy) {
+		return ev, fmt.Errorf("on %s the containers did not start in order (log agent, proxy, then the app): %s", node.Name, eventLines(evs))
+	}
+	if err := waitShipping(ctx, node, ns, b.name); err != nil {
+		return ev, err
+	}
+	return append(ev, fmt.Sprintf("%s removed; Pod %s ready on %s: the log agent, the proxy %s later, the app %s after the proxy, shipping again",
+		old.Name, second.Name, node.Name, proxy.Sub(agent).Round(time.Millisecond), app.Sub(proxy).Round(time.Millisecond))), nil
+}
+
+// labelPool puts node in the pool ns's Deployment runs on.
+func (s *Sidecars) labelPool(ctx context.Context, node, ns string) error {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{poolLabel: ns}}})
+	if _, err := s.cs.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("failed to label %s: %w", node, err)
+	}
+	return nil
+}
+
+// fleetPodOn waits until the Deployment's Pod on node is Ready and
+// returns it.
+func (s *Sidecars) fleetPodOn(ctx context.Context, ns, app, node string) (*corev1.Pod, error) {
+	var pod *corev1.Pod
+	err := s.waitDeployment(ctx, ns, app, "ready on "+node, func(*appsv1.Deployment) bool {
+		pods, err := s.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app, FieldSelector: "spec.nodeName=" + node})
+		if err != nil {
+			return false
+		}
+		for i, p := range pods.Items {
+			if p.DeletionTimestamp == nil && podReady(&p) {
+				pod = &pods.Items[i]
+				return true
+			}
+		}
+		return false
+	})
+	return pod, err
+}
