@@ -14,7 +14,7 @@ import (
 )
 
 // BenchmarkCertify runs `skewer certify` for the first two of VERSIONS by
-// $STRATEGY (default both), as a user would, with the images cached, and
+// $STRATEGY (default both), its report in $CERTIFY_OUT if set, as a user would, with the images cached, and
 // prints the whole time, each run's, and each phase's, longest first:
 // what dominates. The goal is 15 minutes a strategy or less on a 2-core
 // machine; nothing is asserted. The plain tools have no certification to
@@ -29,7 +29,7 @@ func BenchmarkCertify(b *testing.B) {
 	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/skewer").CombinedOutput(); err != nil {
 		b.Fatalf("go build: %v: %s", err, out)
 	}
-	out := b.TempDir()
+	out := envOr("CERTIFY_OUT", b.TempDir()) // keep the report: CERTIFY_OUT=DIR
 	cmd := exec.CommandContext(context.Background(), bin, "certify", "--from", versions[0].String(), "--to", versions[1].String(),
 		"--strategy", envOr("STRATEGY", "both"), "--name", "bench-certify", "--out", out)
 	cmd.Dir = ".."
