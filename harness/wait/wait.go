@@ -37,7 +37,7 @@ func Within(ctx context.Context, b Budget, what string, cond Condition) error {
 	if err := b.Validate(); err != nil {
 		return fmt.Errorf("failed to wait for %s: %w", what, err)
 	}
-	p := poll{cond: cond}
+	p := poll{cond: cond, interval: b.Interval}
 	start := time.Now()
 	err := wait.PollUntilContextTimeout(ctx, b.Interval, b.Timeout, true, p.check)
 	switch {
@@ -56,9 +56,10 @@ func Within(ctx context.Context, b Budget, what string, cond Condition) error {
 
 // poll is one wait's memory of what its condition last said.
 type poll struct {
-	cond Condition
-	last string
-	err  error
+	cond     Condition
+	interval time.Duration
+	last     string
+	err      error
 }
 
 func (p *poll) check(ctx context.Context) (bool, error) {
@@ -66,7 +67,7 @@ func (p *poll) check(ctx context.Context) (bool, error) {
 	if state != "" {
 		p.last = state
 	}
-	if err != nil && ctx.Err() != nil {
+	if err != nil && p.cutShort(ctx) {
 		// A call the budget (or the caller) cut short says nothing about
 		// the state: the wait ends as a timeout or a cancellation, with
 		// the last state the condition did see.
@@ -74,6 +75,19 @@ func (p *poll) check(ctx context.Context) (bool, error) {
 	}
 	p.err = err
 	return done, err
+}
+
+// cutShort says whether a call's error may be the end of the budget
+// rather than the state: the context is done, or its deadline comes
+// before the next look - client-go's rate limiter refuses a request it
+// would have to delay past the deadline ("rate: Wait(n=1) would exceed
+// context deadline") while the context is still live.
+func (p *poll) cutShort(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	deadline, ok := ctx.Deadline()
+	return ok && time.Until(deadline) < p.interval
 }
 
 func (p *poll) lastSeen() string {

@@ -164,3 +164,25 @@ func TestTable(t *testing.T) {
 		}
 	}
 }
+
+// A call refused because the deadline is near - client-go's rate limiter
+// says "would exceed context deadline" while the context is still live -
+// ends the wait as a timeout too; the same error earlier in the budget
+// is the condition's error.
+func TestCallRefusedNearTheDeadlineIsATimeout(t *testing.T) {
+	limiter := func(ctx context.Context) (bool, string, error) {
+		if dl, _ := ctx.Deadline(); time.Until(dl) < 100*time.Millisecond {
+			return false, "", errors.New("rate: Wait(n=1) would exceed context deadline")
+		}
+		return false, "Pending", nil
+	}
+	err := Within(context.Background(), Budget{Timeout: 250 * time.Millisecond, Interval: 100 * time.Millisecond}, "x", limiter)
+	if err == nil || !strings.HasPrefix(err.Error(), "timed out after 250ms waiting for x: last seen: Pending") {
+		t.Fatalf("Within = %v, want a timeout", err)
+	}
+	err = Within(context.Background(), Budget{Timeout: 250 * time.Millisecond, Interval: 10 * time.Millisecond}, "x",
+		func(context.Context) (bool, string, error) { return false, "", errors.New("forbidden") })
+	if err == nil || !strings.Contains(err.Error(), "failed to wait for x: forbidden") {
+		t.Fatalf("Within = %v, want the condition's error", err)
+	}
+}
