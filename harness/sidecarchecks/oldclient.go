@@ -122,7 +122,8 @@ func (s *Sidecars) runOldClient(ctx context.Context, tg sidecar.Target) (string,
 		ServiceAccountName: name,
 		RestartPolicy:      corev1.RestartPolicyNever,
 		Containers: []corev1.Container{{Name: name, Image: s.image, ImagePullPolicy: corev1.PullNever,
-			Command: []string{"/oldclient"}, Args: []string{"-namespace", ns, "-deployment", tg.Name, "-annotate", touchedBy}}},
+			Command: []string{"/oldclient"}, Args: []string{"-namespace", ns, "-deployment", tg.Name, "-annotate", touchedBy},
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError}},
 	}}
 	if _, err := s.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return "", err
@@ -133,10 +134,11 @@ func (s *Sidecars) runOldClient(ctx context.Context, tg sidecar.Target) (string,
 	if err != nil {
 		return "", err
 	}
-	logs, lerr := s.cs.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{}).DoRaw(ctx)
-	out := strings.TrimSpace(string(logs))
-	if lerr != nil {
-		out = fmt.Sprintf("(its log: %v)", lerr)
+	// What it said, from its termination message (its last words on
+	// failure: FallbackToLogsOnError).
+	out := "(said nothing)"
+	if sts := ended.Status.ContainerStatuses; len(sts) == 1 && sts[0].State.Terminated != nil && sts[0].State.Terminated.Message != "" {
+		out = strings.TrimSpace(sts[0].State.Terminated.Message)
 	}
 	if ended.Status.Phase != corev1.PodSucceeded {
 		return out, fmt.Errorf("the old client failed: %s", containerStates(ended))
