@@ -224,6 +224,12 @@ func controlPlaneReady(ctx context.Context, c *cluster.Cluster, node cluster.Nod
 	}
 	// The kubelet at the version too: one replaced in place reports it
 	// once it has restarted and synced the node's status.
+	return kubeletReady(n, want)
+}
+
+// kubeletReady says whether n's kubelet reports want and n is Ready, and
+// if not, what it saw.
+func kubeletReady(n *corev1.Node, want version.Version) (bool, string) {
 	if kv := n.Status.NodeInfo.KubeletVersion; kv != want.String() {
 		return false, "its kubelet reports " + kv
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
@@ -43,15 +42,8 @@ func AddWorker(ctx context.Context, c *cluster.Cluster, v version.Version) (clus
 		if err != nil {
 			return false, err.Error(), nil
 		}
-		if kv := n.Status.NodeInfo.KubeletVersion; kv != v.String() {
-			return false, "its kubelet reports " + kv, nil
-		}
-		for _, cond := range n.Status.Conditions {
-			if cond.Type == corev1.NodeReady {
-				return cond.Status == corev1.ConditionTrue, fmt.Sprintf("Ready=%s (%s)", cond.Status, cond.Message), nil
-			}
-		}
-		return false, "no Ready condition yet", nil
+		ok, seen := kubeletReady(n, v)
+		return ok, seen, nil
 	})
 	return node, err
 }

@@ -98,7 +98,7 @@ func preflight(ctx context.Context, cs kubernetes.Interface, t Target, d *appsv1
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: t.Name + "-preflight-", Namespace: t.Namespace,
 		Labels: d.Spec.Template.Labels, Annotations: d.Spec.Template.Annotations}, Spec: d.Spec.Template.Spec}
-	final, err := cs.CoreV1().Pods(t.Namespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	final, err := dryRunCreate(ctx, cs, pod)
 	if err != nil {
 		return fmt.Errorf("a Pod of %s's new template was refused by a dry run: %w", t, err)
 	}

@@ -26,11 +26,17 @@ func (l Lost) String() string { return fmt.Sprintf("initContainers[%s].%s", l.Co
 // is not one in the object the API server would store. An error from the
 // dry run (a Pod the API rejects) is returned as is.
 func Preflight(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod) ([]Lost, error) {
-	final, err := cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	final, err := dryRunCreate(ctx, cs, pod)
 	if err != nil {
 		return nil, err
 	}
 	return Compare(pod, final), nil
+}
+
+// dryRunCreate is pod as the API server would store it: created by a
+// server-side dry run, through every mutating webhook and default.
+func dryRunCreate(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod) (*corev1.Pod, error) {
+	return cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 }
 
 // Compare lists the native sidecars of want that got are missing.

@@ -102,18 +102,21 @@ func shippingPod(b podBuilder, tc terminationCase) *corev1.Pod {
 // a line.
 func waitShipping(ctx context.Context, node cluster.Node, ns, pod string) error {
 	return wait.For(ctx, "certify/sidecar-event", "the log agent shipping the app's lines", func(ctx context.Context) (bool, string, error) {
-		n, err := linesIn(ctx, node, sidecarEventsDir(ns, pod)+"/shipped")
+		n, err := shippedLines(ctx, node, ns, pod)
 		return n > 0, fmt.Sprintf("%d lines shipped", n), err
 	})
+}
+
+// shippedLines counts the lines a shippingPod's log agent on node has put
+// in its sink.
+func shippedLines(ctx context.Context, node cluster.Node, ns, pod string) (int, error) {
+	return linesIn(ctx, node, sidecarEventsDir(ns, pod)+"/shipped")
 }
 
 // stopped judges how a shippingPod on node stopped, gone after it was
 // deleted: SIGTERM to the app first, then to the sidecars in reverse
 // order; how many of the app's lines never reached the sink.
 func stopped(ctx context.Context, node cluster.Node, ns, pod string, tc terminationCase, gone time.Duration) (line string, lost int, err error) {
-	shippedLines := func(ctx context.Context) (int, error) {
-		return linesIn(ctx, node, sidecarEventsDir(ns, pod)+"/shipped")
-	}
 	ev, err := events(ctx, node, ns, pod)
 	if err != nil {
 		return "", 0, err
@@ -141,7 +144,7 @@ func stopped(ctx context.Context, node cluster.Node, ns, pod string, tc terminat
 	}
 	// Counted here, from what reached the sink: the agent may be killed
 	// before it can say what it lost.
-	shipped, err := shippedLines(ctx)
+	shipped, err := shippedLines(ctx, node, ns, pod)
 	if err != nil {
 		return "", 0, err
 	}
