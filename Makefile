@@ -67,7 +67,8 @@ images: deps docker build
 # at creation (v1.35.4 + v1.36.3). Everything runs even when something
 # failed before it (Ctrl-C stops it); the exit status says whether any did.
 # Each suite's verdicts and figures end up in $(ARTIFACTS)/clusters/<cluster>/
-# (report.md, printed last, and records.json).
+# (report.md, printed last, and records.json); certify's verdict, failures
+# and waivers are printed after them, so a log's tail says what failed.
 e2e: images
 	@mkdir -p $(ARTIFACTS); rc=0; \
 	./bin/skewer certify --from $(FROM) --to $(TO) --strategy both --strict=$(STRICT) --out $(OUT) || rc=$$?; \
@@ -77,6 +78,7 @@ e2e: images
 	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit-mixed.xml --format testname -- \
 	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/smoke -args -skewer.profile=ha-mixed || rc=1; \
 	cat $(ARTIFACTS)/clusters/*/report.md 2>/dev/null; \
+	sed -n '/^## \(Skipped\|.* on \)/q;p' $(OUT)/summary.md 2>/dev/null; \
 	echo "certify's report: $(OUT)/report.html (summary.md, results.json, junit.xml beside it)"; \
 	exit $$rc
 
