@@ -66,7 +66,7 @@ func BenchmarkHACluster(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		cfg, err := cluster.Prepare(spec, host, state)
+		cfg, err := cluster.Prepare(spec, host, state, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

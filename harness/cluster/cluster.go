@@ -27,6 +27,7 @@ type Cluster struct {
 	// Spec is what the cluster was created from; nil for a cluster skewer
 	// did not create.
 	Spec     *Spec
+	images   NodeImages
 	provider *kind.Provider
 	log      *progress
 }
@@ -87,6 +88,9 @@ func Open(ctx context.Context, name string, o Options) (*Cluster, error) {
 		if n == name {
 			if spec, err := LoadProfile(layout{c.Dir}.spec()); err == nil {
 				c.Spec = spec
+			}
+			if c.images, err = loadNodeImages(layout{c.Dir}); err != nil {
+				return nil, err
 			}
 			if _, err := os.Stat(c.Kubeconfig()); err != nil {
 				if err := c.provider.ExportKubeConfig(name, c.Kubeconfig(), false); err != nil {

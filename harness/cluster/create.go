@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	kind "sigs.k8s.io/kind/pkg/cluster"
 
+	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/harness/version"
 	"github.com/skewer-k8s/skewer/internal/docker"
 	"sigs.k8s.io/yaml"
@@ -43,10 +44,14 @@ func Create(ctx context.Context, s *Spec, resolve ImageResolver, o Options) (*Cl
 		}
 	}
 	var image string
+	c.images = NodeImages{}
 	for _, v := range s.Versions() {
 		p.Infof("node image for %s", v)
 		if image, err = resolve(ctx, v); err != nil {
 			return nil, err
+		}
+		if image != nodeimage.Ref(v) {
+			c.images[v] = image
 		}
 	}
 	host, err := ProbeHost(ctx, image)
@@ -54,7 +59,7 @@ func Create(ctx context.Context, s *Spec, resolve ImageResolver, o Options) (*Cl
 		return nil, err
 	}
 	p.Infof("host: cgroup v1=%t, restrict_oom_score_adj=%t", host.CgroupV1, host.RestrictOOMScoreAdj)
-	cfg, err := Prepare(s, host, c.Dir)
+	cfg, err := Prepare(s, host, c.Dir, c.images)
 	if err != nil {
 		return nil, err
 	}
@@ -98,15 +103,19 @@ func Create(ctx context.Context, s *Spec, resolve ImageResolver, o Options) (*Cl
 }
 
 // Prepare writes the files the nodes of s mount under dir and returns the
-// kind configuration that mounts them. Create uses it; so does a benchmark
-// that hands the same configuration to the kind CLI.
-func Prepare(s *Spec, h Host, dir string) (*v1alpha4.Cluster, error) {
+// kind configuration that mounts them, its nodes started from images (by
+// version; skewer's own builds where it names none). Create uses it; so
+// does a benchmark that hands the same configuration to the kind CLI.
+func Prepare(s *Spec, h Host, dir string, images NodeImages) (*v1alpha4.Cluster, error) {
 	l := layout{dir}
-	cfg, err := kindConfig(s, h, l)
+	cfg, err := kindConfig(s, h, l, images)
 	if err != nil {
 		return nil, err
 	}
-	return cfg, writeState(s, l)
+	if err := writeState(s, l); err != nil {
+		return nil, err
+	}
+	return cfg, images.save(l)
 }
 
 // writeState writes the files the nodes mount: the audit policy, a log

@@ -9,7 +9,6 @@ import (
 
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 
-	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/harness/version"
 )
 
@@ -54,7 +53,7 @@ func kindNodeName(cluster string, role v1alpha4.NodeRole, i int) string {
 
 // kindConfig turns a Spec into kind's configuration, with every host-side
 // path under l.
-func kindConfig(s *Spec, h Host, l layout) (*v1alpha4.Cluster, error) {
+func kindConfig(s *Spec, h Host, l layout, images NodeImages) (*v1alpha4.Cluster, error) {
 	cfg := &v1alpha4.Cluster{
 		TypeMeta:      v1alpha4.TypeMeta{Kind: "Cluster", APIVersion: "kind.x-k8s.io/v1alpha4"},
 		Name:          s.Name,
@@ -100,7 +99,7 @@ func kindConfig(s *Spec, h Host, l layout) (*v1alpha4.Cluster, error) {
 		v := s.ControlPlaneVersion(i)
 		n := v1alpha4.Node{
 			Role:  v1alpha4.ControlPlaneRole,
-			Image: nodeimage.Ref(v),
+			Image: images.For(v),
 			ExtraMounts: []v1alpha4.Mount{
 				{HostPath: l.auditPolicy(), ContainerPath: auditPolicyDir + "/policy.yaml", Readonly: true},
 				{HostPath: l.auditDir(name), ContainerPath: auditLogDir},
@@ -119,7 +118,7 @@ func kindConfig(s *Spec, h Host, l layout) (*v1alpha4.Cluster, error) {
 		cfg.Nodes = append(cfg.Nodes, n)
 	}
 	for i := 0; i < s.Workers; i++ {
-		cfg.Nodes = append(cfg.Nodes, v1alpha4.Node{Role: v1alpha4.WorkerRole, Image: nodeimage.Ref(s.WorkerVersion(i))})
+		cfg.Nodes = append(cfg.Nodes, v1alpha4.Node{Role: v1alpha4.WorkerRole, Image: images.For(s.WorkerVersion(i))})
 	}
 	return cfg, nil
 }

@@ -73,7 +73,7 @@ func TestShippedProfilesAreValid(t *testing.T) {
 func TestKindConfigTurnsTheProxyAndAuditOnForEveryAPIServer(t *testing.T) {
 	s := haSpec()
 	s.ControlPlaneVersions = vs("v1.35.4", "v1.35.4", "v1.36.3")
-	cfg, err := kindConfig(s, Host{CgroupV1: true, RestrictOOMScoreAdj: true}, layout{"/state"})
+	cfg, err := kindConfig(s, Host{CgroupV1: true, RestrictOOMScoreAdj: true}, layout{"/state"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestKindConfigWithoutProxyLeavesPeerFlagsOut(t *testing.T) {
 	s := haSpec()
 	off := false
 	s.MixedVersionProxy = &off
-	cfg, err := kindConfig(s, Host{}, layout{"/state"})
+	cfg, err := kindConfig(s, Host{}, layout{"/state"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,4 +180,40 @@ func vs(in ...string) []version.Version {
 		out[i] = version.MustParse(s)
 	}
 	return out
+}
+
+// A node image given for a version starts every node of that version, in
+// the kind config and, kept in the cluster's directory, for a rollout in a
+// later process; other versions stay skewer's builds.
+func TestGivenNodeImagesStartTheirNodes(t *testing.T) {
+	s := haSpec()
+	s.ControlPlaneVersions = vs("v1.35.4", "v1.35.4", "v1.36.3-acme.2")
+	given := NodeImages{version.MustParse("v1.36.3-acme.2"): "acme/node:v1.36.3-acme.2"}
+	dir := t.TempDir()
+	cfg, err := Prepare(s, Host{}, dir, given)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Nodes[0].Image != "skewer.local/node:v1.35.4" || cfg.Nodes[2].Image != "acme/node:v1.36.3-acme.2" || cfg.Nodes[3].Image != "skewer.local/node:v1.35.4" {
+		t.Errorf("node images %s, %s, %s", cfg.Nodes[0].Image, cfg.Nodes[2].Image, cfg.Nodes[3].Image)
+	}
+	back, err := loadNodeImages(layout{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{Dir: dir, images: back}
+	if got := c.NodeImage(version.MustParse("v1.36.3-acme.2")); got != "acme/node:v1.36.3-acme.2" {
+		t.Errorf("read back: %s", got)
+	}
+	if err := c.UseNodeImage(version.MustParse("v1.37.2"), "acme/node:v1.37.2"); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := loadNodeImages(layout{dir})
+	if len(again) != 2 || again.For(version.MustParse("v1.37.2")) != "acme/node:v1.37.2" || again.For(version.MustParse("v1.36.3")) != "skewer.local/node:v1.36.3" {
+		t.Errorf("after UseNodeImage: %v", again)
+	}
+	os.WriteFile(filepath.Join(dir, "node-images.json"), []byte("{"), 0o644)
+	if _, err := loadNodeImages(layout{dir}); err == nil || !strings.Contains(err.Error(), "node-images.json") {
+		t.Errorf("a broken record: %v", err)
+	}
 }

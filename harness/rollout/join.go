@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
-	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/harness/version"
 )
 
@@ -24,7 +23,7 @@ var pkiFiles = []string{
 // node image of v, the way kind starts one, and waits for its systemd. It
 // does not join it; JoinControlPlane does.
 func StartControlPlane(ctx context.Context, c *cluster.Cluster, v version.Version) (cluster.Node, error) {
-	return c.AddControlPlaneContainer(ctx, nodeimage.Ref(v))
+	return c.AddControlPlaneContainer(ctx, c.NodeImage(v))
 }
 
 // copyFile copies path from one node to another, readable by root only

@@ -7,7 +7,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
-	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/harness/version"
 	"github.com/skewer-k8s/skewer/harness/wait"
 	"github.com/skewer-k8s/skewer/internal/docker"
@@ -26,7 +25,7 @@ func AddWorker(ctx context.Context, c *cluster.Cluster, v version.Version) (clus
 	if err != nil {
 		return cluster.Node{}, err
 	}
-	node, err := c.AddWorkerContainer(ctx, nodeimage.Ref(v))
+	node, err := c.AddWorkerContainer(ctx, c.NodeImage(v))
 	if err != nil {
 		return cluster.Node{}, err
 	}
