@@ -60,26 +60,33 @@ test: test-deps lint
 images: deps docker build
 	./bin/skewer images build --version $(subst $() ,$(comma),$(VERSIONS))
 
-# The main job: `skewer certify` of the default pair (FROM -> TO) by both
-# strategies, its report in $(OUT); then, on clusters of their own, what
-# certify's HA clusters cannot show: a rollout refusing a single control
-# plane (the sidecar suite's cluster), and smoke on a control plane mixed
-# at creation (v1.35.4 + v1.36.3). Everything runs even when something
-# failed before it (Ctrl-C stops it); the exit status says whether any did.
+# The main job: `skewer certify` of the default pair (FROM -> TO) by surge,
+# its report in $(OUT); then suites/vendor, which makes a vendor's release
+# of TO (its binaries report TO-acme.1, packed as a server release tarball)
+# and certifies FROM -> that build in place, as a distribution would
+# (report in $(ARTIFACTS)/certify-vendor); then, on clusters of their own,
+# what certify's HA clusters cannot show: a rollout refusing a single
+# control plane (the sidecar suite's cluster), and smoke on a control
+# plane mixed at creation (v1.35.4 + v1.36.3). Everything runs even when
+# something failed before it (Ctrl-C stops it); the exit status says
+# whether any did.
 # Each suite's verdicts and figures end up in $(ARTIFACTS)/clusters/<cluster>/
 # (report.md, printed last, and records.json); certify's verdict, failures
 # and waivers are printed after them, so a log's tail says what failed.
 e2e: images
 	@mkdir -p $(ARTIFACTS); rc=0; \
-	./bin/skewer certify --from $(FROM) --to $(TO) --strategy both --strict=$(STRICT) --out $(OUT) || rc=$$?; \
+	./bin/skewer certify --from $(FROM) --to $(TO) --strategy surge --strict=$(STRICT) --out $(OUT) || rc=$$?; \
 	[ $$rc -lt 128 ] || exit $$rc; \
+	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit-vendor.xml --format testname -- \
+	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/vendor || rc=1; \
 	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit.xml --format testname -- \
 	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/sidecar -run TestRolloutRefused || rc=1; \
 	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit-mixed.xml --format testname -- \
 	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/smoke -args -skewer.profile=ha-mixed || rc=1; \
 	cat $(ARTIFACTS)/clusters/*/report.md 2>/dev/null; \
 	sed -n '/^## \(Skipped\|.* on \)/q;p' $(OUT)/summary.md 2>/dev/null; \
-	echo "certify's report: $(OUT)/report.html (summary.md, results.json, junit.xml beside it)"; \
+	sed -n '/^## \(Skipped\|.* on \)/q;p' $(ARTIFACTS)/certify-vendor/summary.md 2>/dev/null; \
+	echo "certify's report: $(OUT)/report.html, the vendor build's: $(ARTIFACTS)/certify-vendor/report.html (summary.md, results.json, junit.xml beside each)"; \
 	exit $$rc
 
 # Every suite, each on its own cluster: what make e2e runs of them, and
@@ -90,7 +97,7 @@ e2e: images
 suites: images
 	mkdir -p $(ARTIFACTS)
 	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit.xml --format testname -- \
-	  -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./suites/mvp ./suites/rollout ./suites/sidecar
+	  -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./suites/mvp ./suites/rollout ./suites/sidecar ./suites/vendor
 	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit-mixed.xml --format testname -- \
 	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/smoke -args -skewer.profile=ha-mixed
 	@cat $(ARTIFACTS)/clusters/*/report.md 2>/dev/null || true

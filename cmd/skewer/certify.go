@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -18,7 +16,6 @@ import (
 	"github.com/skewer-k8s/skewer/harness/certification"
 	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
-	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/harness/report"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 	"github.com/skewer-k8s/skewer/harness/version"
@@ -26,12 +23,12 @@ import (
 )
 
 type certifyFlags struct {
-	from, to, strategy, out, waivers, name, profile, imageSource string
-	only, skip                                                   []string
-	nodeImages                                                   map[string]string
-	maxFailed                                                    float64
-	maxUnavailable, maxUnavailableReused                         time.Duration
-	strict, retain, dryRun, list                                 bool
+	from, to, strategy, out, waivers, name, profile string
+	only, skip                                      []string
+	images                                          givenFlags
+	maxFailed                                       float64
+	maxUnavailable, maxUnavailableReused            time.Duration
+	strict, retain, dryRun, list                    bool
 }
 
 func certifyCommand() *cobra.Command {
@@ -46,11 +43,17 @@ Every promise of the catalogue gets one verdict per strategy: pass, fail, waived
 upstream behaviour, with its reference) or skipped (with the reason). --out receives results.json
 (its schema: harness/report/results.schema.json), junit.xml, summary.md and report.html.
 
+A side may be a build of your own instead of skewer's from the Go module proxy: --node-image to=REF
+(a node image on this machine, used as it is: surge only) or --kubernetes to=PATH (a server release
+tarball or a directory of its binaries, made into a node image; both strategies). Its version is
+read from what was given, and results.json records what it was (the sha256 of each binary).
+
 The pair is checked before anything is built or created: adjacent minors, forward. The exit status
 is 1 when any promise failed.`,
 		Args: cobra.NoArgs,
 		Example: `  skewer certify --from v1.35.4 --to v1.36.3
   skewer certify --from v1.36.3 --to v1.37.2 --strategy surge --out results/
+  skewer certify --from v1.35.4 --kubernetes to=./kubernetes-server-linux-amd64.tar.gz --strategy in-place
   skewer certify --from v1.35.4 --to v1.36.3 --dry-run
   skewer certify --list`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -101,19 +104,36 @@ is 1 when any promise failed.`,
 	fl.BoolVar(&f.list, "list", false, "print the catalogue of promises and exit")
 	fl.StringVar(&f.name, "name", "skewer-certify", "cluster name prefix (each run adds -<strategy>)")
 	fl.StringVar(&f.profile, "profile", "ha", "the cluster profile each run starts from (3 control planes)")
-	fl.StringToStringVar(&f.nodeImages, "node-image", nil, "a node image of your own, used as it is: from=REF, to=REF or VERSION=REF (its version is read from the image)")
 	fl.Float64Var(&f.maxFailed, "max-failed", 100*certify.DefaultBudget.MaxFailed, "rollout.disruption-budget: the percentage of requests through the load balancer that may fail (5xx, 403 or no response), on new and on reused connections")
 	fl.DurationVar(&f.maxUnavailable, "max-unavailable", certify.DefaultBudget.MaxUnavailable, "rollout.disruption-budget: the longest the load balancer may turn new connections away (0: measured, not bounded)")
 	fl.DurationVar(&f.maxUnavailableReused, "max-unavailable-reused", certify.DefaultBudget.MaxUnavailableReused, "the same for a kept-alive connection, which stays on its backend through that backend's restart (0: measured, not bounded)")
-	fl.StringVar(&f.imageSource, "image-source", "build", "where node images come from: build (local, else built offline), local, or pull")
+	f.images.add(fl, "from=, to= or ")
 	return cmd
 }
 
 // certifyInput checks every flag before anything is built or created.
 func certifyInput(ctx context.Context, f certifyFlags, progress io.Writer) (certification.Input, error) {
-	given, err := givenImages(ctx, &f)
+	sides := map[string]version.Version{}
+	for key, flag := range map[string]string{"from": f.from, "to": f.to} {
+		if flag == "" {
+			sides[key] = version.Version{}
+			continue
+		}
+		v, err := version.Parse(flag)
+		if err != nil {
+			return certification.Input{}, fmt.Errorf("--%s: %w", key, err)
+		}
+		sides[key] = v
+	}
+	images, chosen, err := f.images.resolver(ctx, progress, sides)
 	if err != nil {
 		return certification.Input{}, err
+	}
+	if v := chosen["from"]; f.from == "" && !v.IsZero() {
+		f.from = v.String()
+	}
+	if v := chosen["to"]; f.to == "" && !v.IsZero() {
+		f.to = v.String()
 	}
 	if f.from == "" || f.to == "" {
 		return certification.Input{}, errors.New("certify needs --from and --to, e.g. --from v1.35.4 --to v1.36.3")
@@ -152,48 +172,13 @@ func certifyInput(ctx context.Context, f certifyFlags, progress io.Writer) (cert
 	if err != nil {
 		return certification.Input{}, err
 	}
-	src, err := nodeimage.ParseSource(f.imageSource)
-	if err != nil {
-		return certification.Input{}, err
-	}
 	in := certification.Input{
 		Pair: pair, Strategies: strategies, Only: ids(f.only), Skip: ids(f.skip), Waivers: ws, Strict: f.strict,
-		Profile: spec, Name: f.name, Images: &nodeimage.Resolver{Source: src, Out: progress, Given: given},
+		Profile: spec, Name: f.name, Images: images,
 		Budget: certify.Budget{MaxFailed: f.maxFailed / 100, MaxUnavailable: f.maxUnavailable, MaxUnavailableReused: f.maxUnavailableReused},
 		Retain: f.retain, Evidence: filepath.Join(f.out, "evidence"), Out: progress, Verbosity: global.verbosity, Tool: toolInfo(),
 	}
 	return in, in.Validate()
-}
-
-// givenImages reads the version each --node-image carries and checks it
-// against what the flags say: from= and to= set --from and --to when they
-// are not given, and a version key must be the image's own.
-func givenImages(ctx context.Context, f *certifyFlags) (map[version.Version]string, error) {
-	given := map[version.Version]string{}
-	for _, key := range slices.Sorted(maps.Keys(f.nodeImages)) {
-		ref := f.nodeImages[key]
-		v, err := nodeimage.ImageVersion(ctx, ref)
-		if err != nil {
-			return nil, fmt.Errorf("--node-image %s=%s: %w", key, ref, err)
-		}
-		side := map[string]*string{"from": &f.from, "to": &f.to}[key]
-		switch {
-		case side != nil && *side == "":
-			*side = v.String()
-		case side != nil && *side != v.String():
-			return nil, fmt.Errorf("--node-image %s=%s carries %s, but --%s says %s", key, ref, v, key, *side)
-		case side == nil:
-			kv, err := version.Parse(key)
-			if err != nil {
-				return nil, fmt.Errorf("--node-image %s=%s: the key is from, to or a version: %w", key, ref, err)
-			}
-			if kv != v {
-				return nil, fmt.Errorf("--node-image %s=%s: the image carries %s", key, ref, v)
-			}
-		}
-		given[v] = ref
-	}
-	return given, nil
 }
 
 func ids(s []string) []certify.ID {

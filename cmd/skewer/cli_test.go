@@ -26,7 +26,7 @@ func TestBadInputIsRefusedInOneLine(t *testing.T) {
 		{[]string{"up", "--profile", malformed}, "malformed profile"},
 		{[]string{"up", "--profile", "ha", "--image-source", "registry"}, "invalid image source"},
 		{[]string{"up", "--profile", "ha", "--name", "Not_A_Name"}, "invalid cluster name"},
-		{[]string{"images", "build"}, "--version is required"},
+		{[]string{"images", "build"}, "--version or --kubernetes is required"},
 		{[]string{"images", "build", "--version", "v1.36.3,latest"}, "invalid Kubernetes version"},
 		{[]string{"rollout"}, "--to is required"},
 		{[]string{"rollout", "--to", "v1.36"}, "invalid Kubernetes version"},

@@ -9,27 +9,40 @@ import (
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/harness/version"
 	"github.com/skewer-k8s/skewer/internal/docker"
+	"github.com/skewer-k8s/skewer/internal/source"
 )
 
 func imagesCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "images", Short: "Build and list node images (offline, from the Go module proxy and Debian)"}
-	var versions []string
+	var versions, releases []string
 	build := &cobra.Command{
 		Use:   "build",
-		Short: "Build the node image of each --version, reusing every cached input",
+		Short: "Build the node image of each --version and --kubernetes release, reusing every cached input",
+		Example: `  skewer images build --version v1.35.4,v1.36.3
+  skewer images build --kubernetes ./kubernetes-server-linux-amd64.tar.gz`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(versions) == 0 {
-				return badInput(fmt.Errorf("--version is required (e.g. --version v1.36.3)"))
+			if len(versions)+len(releases) == 0 {
+				return badInput(fmt.Errorf("--version or --kubernetes is required (e.g. --version v1.36.3)"))
 			}
 			vs, err := version.ParseList(versions)
 			if err != nil {
 				return badInput(err)
 			}
-			// Every version is checked before the first is built.
+			// Every input is checked before the first is built.
+			r := &nodeimage.Resolver{Source: nodeimage.SourceBuild, Out: cmd.ErrOrStderr()}
 			for _, v := range vs {
-				if err := (&nodeimage.Resolver{Source: nodeimage.SourceBuild}).Check(cmd.Context(), v); err != nil {
+				if err := r.Check(cmd.Context(), v); err != nil {
 					return badInput(err)
 				}
+			}
+			var rels []*nodeimage.Release
+			for _, path := range releases {
+				rel, err := nodeimage.OpenRelease(cmd.Context(), path, source.CacheDir())
+				if err != nil {
+					return badInput(fmt.Errorf("--kubernetes %s: %w", path, err))
+				}
+				rels = append(rels, rel)
 			}
 			b := &nodeimage.Builder{Out: cmd.ErrOrStderr()}
 			for _, v := range vs {
@@ -39,10 +52,18 @@ func imagesCommand() *cobra.Command {
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), ref)
 			}
+			for _, rel := range rels {
+				art, err := b.BuildRelease(cmd.Context(), rel)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), art.NodeImage)
+			}
 			return nil
 		},
 	}
-	build.Flags().StringSliceVar(&versions, "version", nil, "Kubernetes version(s) to build, e.g. v1.35.4,v1.36.3")
+	build.Flags().StringSliceVar(&versions, "version", nil, "Kubernetes version(s) to build from the Go module proxy, e.g. v1.35.4,v1.36.3")
+	build.Flags().StringSliceVar(&releases, "kubernetes", nil, "Kubernetes build(s) of your own to make node images of: a server release tarball or a directory of its binaries")
 	var output string
 	list := &cobra.Command{
 		Use:   "list",

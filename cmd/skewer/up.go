@@ -7,14 +7,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
-	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/harness/version"
 )
 
 type upFlags struct {
-	profile, name, version, imageSource string
-	cpVersions, workerVersions          []string
-	retain                              bool
+	profile, name, version     string
+	cpVersions, workerVersions []string
+	images                     givenFlags
+	retain                     bool
 }
 
 func upCommand() *cobra.Command {
@@ -24,18 +24,18 @@ func upCommand() *cobra.Command {
 		Short: "Create a cluster from a profile",
 		Args:  cobra.NoArgs,
 		Example: `  skewer up --profile ha --version v1.35.4
-  skewer up --profile ha --version v1.35.4 --control-plane-versions v1.35.4,v1.35.4,v1.36.3`,
+  skewer up --profile ha --version v1.35.4 --control-plane-versions v1.35.4,v1.35.4,v1.36.3
+  skewer up --profile ha --version v1.36.3-acme.2 --kubernetes v1.36.3-acme.2=kubernetes-server-linux-amd64.tar.gz`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			start := time.Now()
 			spec, err := specFromFlags(f)
 			if err != nil {
 				return badInput(err)
 			}
-			src, err := nodeimage.ParseSource(f.imageSource)
+			r, _, err := f.images.resolver(cmd.Context(), cmd.ErrOrStderr(), nil)
 			if err != nil {
 				return badInput(err)
 			}
-			r := &nodeimage.Resolver{Source: src, Out: cmd.ErrOrStderr()}
 			opts := clusterOptions(cmd.ErrOrStderr())
 			opts.Retain = f.retain
 			c, err := cluster.Create(cmd.Context(), spec, r.Resolve, opts)
@@ -52,7 +52,7 @@ func upCommand() *cobra.Command {
 	cmd.Flags().StringVar(&f.version, "version", "", "Kubernetes version of every node (default: the profile's)")
 	cmd.Flags().StringSliceVar(&f.cpVersions, "control-plane-versions", nil, "version of each control plane, in order")
 	cmd.Flags().StringSliceVar(&f.workerVersions, "worker-versions", nil, "version of each worker, in order")
-	cmd.Flags().StringVar(&f.imageSource, "image-source", "build", "where node images come from: build (local, else built offline), local, or pull (pinned kindest/node digests)")
+	f.images.add(cmd.Flags(), "")
 	cmd.Flags().BoolVar(&f.retain, "retain", false, "keep the nodes of a failed create for debugging")
 	return cmd
 }

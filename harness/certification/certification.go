@@ -157,6 +157,21 @@ func (in Input) CheckImages(ctx context.Context) error {
 			return err
 		}
 	}
+	if slices.Contains(in.Strategies, rollout.StrategyInPlace) {
+		return in.Images.CheckInPlace(in.Pair.To)
+	}
+	return nil
+}
+
+// given is what the user brought for v, for the results' provenance; nil
+// for skewer's own build.
+func given(images *nodeimage.Resolver, v version.Version) *report.Given {
+	if rel := images.Release(v); rel != nil {
+		return &report.Given{Kind: rel.Kind(), Path: rel.Path, SHA256: rel.SHA256, Binaries: rel.Binaries}
+	}
+	if _, ok := images.Given[v]; ok {
+		return &report.Given{Kind: "node-image"}
+	}
 	return nil
 }
 
@@ -185,7 +200,7 @@ func Run(ctx context.Context, in Input) (*report.Results, error) {
 		if err != nil {
 			return nil, fmt.Errorf("node image for %s: %w", v, err)
 		}
-		res.Images = append(res.Images, report.NodeImage{Version: v.String(), Ref: ref, ID: id, Key: nodeimage.InputKey(ctx, ref)})
+		res.Images = append(res.Images, report.NodeImage{Version: v.String(), Ref: ref, ID: id, Key: nodeimage.InputKey(ctx, ref), Given: given(in.Images, v)})
 	}
 	var newerOnly string
 	for _, s := range in.Strategies {

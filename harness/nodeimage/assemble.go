@@ -19,7 +19,7 @@ import (
 func (p *plan) nodeImage(ctx context.Context) (bool, error) {
 	manifest := strings.ReplaceAll(cniManifest, "CNI_IMAGE", p.cniRef)
 	key := cacheKey("node", p.baseKey, p.kubeKey, p.imagesKey, manifest)
-	ref := Ref(p.v)
+	ref := p.ref()
 	if p.imageCurrent(ctx, ref, key) {
 		return true, nil
 	}

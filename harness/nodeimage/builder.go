@@ -144,11 +144,11 @@ func labels(key string) []string {
 // Build makes the node image for Kubernetes version v, building only what
 // the cache lacks, and returns its reference.
 func (b *Builder) Build(ctx context.Context, v version.Version) (string, error) {
-	p, err := b.build(ctx, v)
+	p, err := b.build(ctx, v, nil)
 	if err != nil {
 		return "", err
 	}
-	return Ref(p.v), nil
+	return p.ref(), nil
 }
 
 // Artifacts are the pieces a node image of one version is made of, for an
@@ -163,27 +163,42 @@ type Artifacts struct {
 
 // Artifacts builds what the cache lacks for version v and returns its pieces.
 func (b *Builder) Artifacts(ctx context.Context, v version.Version) (*Artifacts, error) {
-	p, err := b.build(ctx, v)
+	return b.artifacts(ctx, v, nil)
+}
+
+// BuildRelease makes the node image around a vendor's release (its
+// binaries; etcd, CoreDNS, pause and the rest built as for any version)
+// and returns its pieces; the image is ReleaseRef(r).
+func (b *Builder) BuildRelease(ctx context.Context, r *Release) (*Artifacts, error) {
+	return b.artifacts(ctx, r.Version, r)
+}
+
+func (b *Builder) artifacts(ctx context.Context, v version.Version, r *Release) (*Artifacts, error) {
+	p, err := b.build(ctx, v, r)
 	if err != nil {
 		return nil, err
 	}
-	return &Artifacts{NodeImage: Ref(v), BinDir: p.kubeDir, ImageTars: p.imageTars}, nil
+	return &Artifacts{NodeImage: p.ref(), BinDir: p.kubeDir, ImageTars: p.imageTars}, nil
 }
 
-func (b *Builder) build(ctx context.Context, v version.Version) (*plan, error) {
+func (b *Builder) build(ctx context.Context, v version.Version, r *Release) (*plan, error) {
 	if err := docker.Ping(ctx); err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	b.logf("building node image %s offline (cache %s)", Ref(v), b.cacheDir())
-	p := &plan{b: b, v: v}
+	p := &plan{b: b, v: v, rel: r}
+	b.logf("building node image %s offline (cache %s)", p.ref(), b.cacheDir())
 	// debootstrap waits on the network and the disk while the Go builds
 	// keep both cores busy: run it beside them.
 	rootfsCtx, cancelRootfs := context.WithCancel(ctx)
 	defer cancelRootfs()
 	rootfsDone := make(chan error, 1)
 	go func() { rootfsDone <- b.step(rootfsCtx, "Debian "+debianSuite+" root filesystems", p.rootfs) }()
-	if err := b.step(ctx, "Kubernetes "+v.String()+" binaries", p.kubeBinaries); err != nil {
+	binaries := "Kubernetes " + v.String() + " binaries"
+	if r != nil {
+		binaries += " from " + r.Path
+	}
+	if err := b.step(ctx, binaries, p.kubeBinaries); err != nil {
 		return nil, err
 	}
 	if err := <-rootfsDone; err != nil {
@@ -196,21 +211,22 @@ func (b *Builder) build(ctx context.Context, v version.Version) (*plan, error) {
 		{"kind base image (containerd, runc, crictl, CNI plugins)", p.baseImage},
 		{"component images for " + v.String(), p.componentImages},
 		{"stand-in images (load balancer, CNI)", p.standIns},
-		{"node image " + Ref(v), p.nodeImage},
+		{"node image " + p.ref(), p.nodeImage},
 	}
 	for _, s := range steps {
 		if err := b.step(ctx, s.name, s.fn); err != nil {
 			return nil, err
 		}
 	}
-	b.logf("node image %s ready in %s", Ref(v), time.Since(start).Round(100*time.Millisecond))
+	b.logf("node image %s ready in %s", p.ref(), time.Since(start).Round(100*time.Millisecond))
 	return p, nil
 }
 
 // plan carries what earlier steps produced to later ones.
 type plan struct {
-	b *Builder
-	v version.Version
+	b   *Builder
+	v   version.Version
+	rel *Release // a vendor's binaries, or nil for a build from the module proxy
 
 	kubeDir    string   // kubeadm, kubelet, kubectl, kube-* binaries
 	kubeKey    string   // cache key of kubeDir
@@ -223,3 +239,18 @@ type plan struct {
 }
 
 func (p *plan) gitVersion() string { return p.v.String() }
+
+// ref is the node image the plan ends in.
+func (p *plan) ref() string {
+	if p.rel != nil {
+		return ReleaseRef(p.rel)
+	}
+	return Ref(p.v)
+}
+
+// moduleVersion is the k8s.io/kubernetes module the plan takes sources
+// from (pause.c): the version itself, or a release's without its vendor
+// suffixes (v1.36.3-acme.2 -> v1.36.3).
+func (p *plan) moduleVersion() string {
+	return fmt.Sprintf("v%d.%d.%d", p.v.Major(), p.v.Minor(), p.v.Patch())
+}

@@ -143,7 +143,7 @@ func (p *plan) componentImages(ctx context.Context) (bool, error) {
 		componentBuild{ref: images["kube-proxy"], key: cacheKey("kube-proxy", p.kubeKey, p.slimKey), make: p.kubeProxyImage(images["kube-proxy"])},
 		componentBuild{ref: images["etcd"], key: cacheKey(staticLayout, "etcd", etcdVersion), make: p.etcdImage(images["etcd"], etcdVersion)},
 		componentBuild{ref: images["coredns"], key: cacheKey(staticLayout, "coredns", corednsVersion), make: p.corednsImage(images["coredns"], corednsVersion)},
-		componentBuild{ref: images["pause"], key: cacheKey(staticLayout, "pause", pauseVersion, p.kubeKey), make: p.pauseImage(images["pause"], pauseVersion)},
+		componentBuild{ref: images["pause"], key: cacheKey(staticLayout, "pause", pauseVersion, cacheKey("kubernetes", p.moduleVersion())), make: p.pauseImage(images["pause"], pauseVersion)},
 	)
 	return p.saveImages(ctx, builds)
 }
@@ -241,9 +241,9 @@ func (p *plan) corednsImage(ref, version string) func(context.Context, string) e
 // pauseImage compiles pause.c from the Kubernetes module, statically.
 func (p *plan) pauseImage(ref, version string) func(context.Context, string) error {
 	return func(ctx context.Context, key string) error {
-		info, err := downloadModule(ctx, "k8s.io/kubernetes", p.gitVersion())
+		info, err := downloadModule(ctx, "k8s.io/kubernetes", p.moduleVersion())
 		if err != nil {
-			return err
+			return fmt.Errorf("pause is built from build/pause of k8s.io/kubernetes@%s: %w", p.moduleVersion(), err)
 		}
 		dir := p.b.cacheDir("bin", "pause-"+version+"-"+key)
 		_, err = p.cachedDir(dir, func(out string) error {

@@ -155,6 +155,7 @@ func cachedDir(dir string, build func(dir string) error) (cached bool, err error
 	tmp := dir + ".tmp"
 	_ = os.RemoveAll(tmp)
 	if err := build(tmp); err != nil {
+		_ = os.RemoveAll(tmp)
 		return false, err
 	}
 	if err := os.WriteFile(filepath.Join(tmp, ".complete"), nil, 0o644); err != nil {

@@ -22,24 +22,17 @@ const (
 	SourceBuild Source = "build"
 	// SourceLocal uses only an image already on this machine.
 	SourceLocal Source = "local"
-	// SourcePull pulls the pinned kindest/node digest. Opt-in only: a
-	// certification run is hermetic by default.
-	SourcePull Source = "pull"
 )
 
-// ParseSource validates a --image-source value.
+// ParseSource validates a --image-source value. Nothing is ever pulled:
+// an image from a registry is pulled by its user and given as it is
+// (Resolver.Given).
 func ParseSource(s string) (Source, error) {
 	switch Source(s) {
-	case SourceBuild, SourceLocal, SourcePull:
+	case SourceBuild, SourceLocal:
 		return Source(s), nil
 	}
-	return "", fmt.Errorf("invalid image source %q: want build, local or pull", s)
-}
-
-// pinned are kindest/node images by digest, for --image-source=pull only.
-// kind v0.33.0 publishes this one as its default node image.
-var pinned = map[string]string{
-	"v1.37.0": "kindest/node:v1.37.0@sha256:a1ed56cfb0e7b93589bdf97c8cd566405a265939e3620fc4f5de89adff580ae5",
+	return "", fmt.Errorf("invalid image source %q: want build or local (to use a registry's node image, pull it and give it with --node-image)", s)
 }
 
 // Resolver finds node images and prints one line per version saying which
@@ -52,7 +45,44 @@ type Resolver struct {
 	// by kind build node-image), by the version read from each: used as
 	// they are, never rebuilt or retagged, whatever Source says.
 	Given map[version.Version]string
+	// Releases are vendors' Kubernetes builds, by the version their
+	// binaries report: the node image is built around them.
+	Releases map[version.Version]*Release
 }
+
+func (r *Resolver) builder() *Builder {
+	if r.Builder == nil {
+		r.Builder = &Builder{Out: r.Out}
+	}
+	return r.Builder
+}
+
+// Artifacts are v's binaries and image tars, for an in-place upgrade: built
+// (or taken from a given release) where the cache lacks them. A node image
+// given as it is has no such pieces: an in-place upgrade to it is refused.
+func (r *Resolver) Artifacts(ctx context.Context, v version.Version) (*Artifacts, error) {
+	if err := r.CheckInPlace(v); err != nil {
+		return nil, err
+	}
+	if rel, ok := r.Releases[v]; ok {
+		return r.builder().BuildRelease(ctx, rel)
+	}
+	return r.builder().Artifacts(ctx, v)
+}
+
+// CheckInPlace refuses an in-place upgrade to a node image given as it
+// is: kubeadm upgrades the binaries and images where each node stands, and
+// skewer takes those from a build or a release, not out of an image.
+func (r *Resolver) CheckInPlace(v version.Version) error {
+	if ref, ok := r.Given[v]; ok {
+		return fmt.Errorf("an in-place upgrade to %s needs its binaries and images, not the node image %s: give the release itself (--kubernetes, a server release tarball or a directory of its binaries), or upgrade by surge", v, ref)
+	}
+	return nil
+}
+
+// Release is the vendor's release given for v; nil when v is skewer's own
+// build or a node image given as it is.
+func (r *Resolver) Release(v version.Version) *Release { return r.Releases[v] }
 
 // ImageVersion reads the Kubernetes version a node image carries (kind's
 // /kind/version), so a given image's version never rests on a flag. An
@@ -98,8 +128,8 @@ func InputKey(ctx context.Context, ref string) string {
 // Check refuses, in one line and before anything is built or pulled, a
 // version no node image can come from: for a build, one the Go module
 // proxy does not serve as k8s.io/kubernetes (not asked when the image is
-// already here, so a machine offline with its images works); for a pull,
-// one without a pinned digest; for local, one without a local image.
+// already here, so a machine offline with its images works); for local,
+// one without a local image.
 func (r *Resolver) Check(ctx context.Context, v version.Version) error {
 	if ref, ok := r.Given[v]; ok {
 		if !docker.ImageExists(ctx, ref) {
@@ -107,11 +137,10 @@ func (r *Resolver) Check(ctx context.Context, v version.Version) error {
 		}
 		return nil
 	}
+	if _, ok := r.Releases[v]; ok {
+		return nil
+	}
 	switch r.Source {
-	case SourcePull:
-		if _, ok := pinned[v.String()]; !ok {
-			return fmt.Errorf("no pinned kindest/node digest for %s; use --image-source=build", v)
-		}
 	case SourceLocal:
 		if !docker.ImageExists(ctx, Ref(v)) {
 			return fmt.Errorf("no local node image %s (build it: skewer images build --version %s)", Ref(v), v)
@@ -146,33 +175,21 @@ func (r *Resolver) Resolve(ctx context.Context, v version.Version) (string, erro
 		fmt.Fprintf(out, "node image %s: %s (given)\n", v, ref)
 		return ref, nil
 	}
-	switch r.Source {
-	case SourcePull:
-		if err := r.Check(ctx, v); err != nil {
+	if rel, ok := r.Releases[v]; ok {
+		fmt.Fprintf(out, "node image %s: built around %s (given)\n", v, rel.Path)
+		art, err := r.builder().BuildRelease(ctx, rel)
+		if err != nil {
 			return "", err
 		}
-		ref := pinned[v.String()]
-		if !docker.ImageExists(ctx, ref) {
-			fmt.Fprintf(out, "node image %s: pulling %s (--image-source=pull)\n", v, ref)
-			if err := run.Command("docker", "pull", ref).Run(ctx); err != nil {
-				return "", err
-			}
-		} else {
-			fmt.Fprintf(out, "node image %s: %s (pulled earlier)\n", v, ref)
-		}
-		return ref, nil
-	case SourceLocal:
+		return art.NodeImage, nil
+	}
+	if r.Source == SourceLocal {
 		if err := r.Check(ctx, v); err != nil {
 			return "", err
 		}
 		fmt.Fprintf(out, "node image %s: %s (local)\n", v, Ref(v))
 		return Ref(v), nil
-	default:
-		b := r.Builder
-		if b == nil {
-			b = &Builder{Out: out}
-		}
-		fmt.Fprintf(out, "node image %s: local build, built offline where the cache lacks it\n", v)
-		return b.Build(ctx, v)
 	}
+	fmt.Fprintf(out, "node image %s: local build, built offline where the cache lacks it\n", v)
+	return r.builder().Build(ctx, v)
 }

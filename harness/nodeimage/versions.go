@@ -1,6 +1,10 @@
 package nodeimage
 
-import "github.com/skewer-k8s/skewer/harness/version"
+import (
+	"strings"
+
+	"github.com/skewer-k8s/skewer/harness/version"
+)
 
 // The pinned inputs of every image the builder makes besides Kubernetes itself.
 // Each is part of the cache key of the images built from it, so changing one
@@ -33,4 +37,8 @@ const (
 )
 
 // Ref is the node image reference for a Kubernetes version built by skewer.
-func Ref(v version.Version) string { return repo + ":" + v.String() }
+func Ref(v version.Version) string { return repo + ":" + tag(v) }
+
+// tag is v as an image tag, which cannot hold a "+" (v1.36.3+k3s1 is
+// tagged v1.36.3_k3s1, as kubeadm tags its images).
+func tag(v version.Version) string { return strings.ReplaceAll(v.String(), "+", "_") }

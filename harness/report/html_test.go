@@ -118,6 +118,16 @@ func TestHTMLInABrowser(t *testing.T) {
 	if h := text("#host"); !strings.Contains(h, "cgroup v1 · 2 cores") {
 		t.Errorf("host line %q", h)
 	}
+	given, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelectorAll('p.image')[1].textContent`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(given, "given: release-tarball /srv/acme/kubernetes-server-linux-amd64.tar.gz sha256 "+strings.Repeat("ab", 32)) {
+		t.Errorf("the given release's line %q", given)
+	}
+	if n := count(`document.querySelectorAll('details.given table.binaries tr').length`); n != 2 {
+		t.Errorf("%d rows of given binaries, want 2", n)
+	}
 	if n := count(`document.querySelectorAll('tr.step').length`); n != 3 {
 		t.Errorf("%d rows in the step-by-step table, want 3", n)
 	}

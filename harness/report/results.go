@@ -71,6 +71,22 @@ type NodeImage struct {
 	ID string `json:"id"`
 	// Key is the digest of a local build's inputs (the io.skewer.key label).
 	Key string `json:"key,omitempty"`
+	// Given says what its vendor brought for this version; absent for
+	// skewer's own build from the Go module proxy.
+	Given *Given `json:"given,omitempty"`
+}
+
+// Given is what a vendor brought for one version of the pair.
+type Given struct {
+	// Kind is node-image (used as it is), release-tarball or binaries (a
+	// node image built around them).
+	Kind string `json:"kind"`
+	// Path is the tarball or directory given.
+	Path string `json:"path,omitempty"`
+	// SHA256 is the tarball's digest.
+	SHA256 string `json:"sha256,omitempty"`
+	// Binaries are the sha256 of each binary, by name.
+	Binaries map[string]string `json:"binaries,omitempty"`
 }
 
 // Tool is what made the results.

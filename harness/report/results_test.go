@@ -65,7 +65,9 @@ func sample(t *testing.T) *Results {
 	r.Host = &Host{Kernel: "6.1.0-40-amd64", Cgroup: "v1", Cores: 2, Docker: "20.10.24+dfsg1"}
 	r.Images = []NodeImage{
 		{Version: "v1.35.4", Ref: "skewer.local/node:v1.35.4", ID: "sha256:0123456789abcdef0123", Key: "5ae98f4d"},
-		{Version: "v1.36.3-acme.2", Ref: "kindest/node:v1.36.3@sha256:ab", ID: "sha256:fedcba9876543210fedc"},
+		{Version: "v1.36.3-acme.2", Ref: "skewer.local/node:v1.36.3-acme.2-1a2b3c4d", ID: "sha256:fedcba9876543210fedc", Key: "9f8e7d6c",
+			Given: &Given{Kind: "release-tarball", Path: "/srv/acme/kubernetes-server-linux-amd64.tar.gz", SHA256: strings.Repeat("ab", 32),
+				Binaries: map[string]string{"kube-apiserver": strings.Repeat("01", 32), "kubelet": strings.Repeat("02", 32)}}},
 	}
 	if err := r.Finish(t0.Add(15 * time.Minute)); err != nil {
 		t.Fatal(err)
@@ -126,6 +128,13 @@ func TestBadResultsAreRefused(t *testing.T) {
 			run["promises"] = run["promises"].([]any)[1:]
 		}},
 		{"a version that is not one", "to", func(d map[string]any) { d["to"] = "1.36" }},
+		{"a given binary's digest that is not one", "/given/binaries/kubelet", func(d map[string]any) {
+			given := d["images"].([]any)[1].(map[string]any)["given"].(map[string]any)
+			given["binaries"].(map[string]any)["kubelet"] = "latest"
+		}},
+		{"a given of no known kind", "/given/kind", func(d map[string]any) {
+			d["images"].([]any)[1].(map[string]any)["given"].(map[string]any)["kind"] = "rumour"
+		}},
 	} {
 		doc = nil
 		if err := json.Unmarshal(good, &doc); err != nil {
@@ -211,6 +220,9 @@ func TestSummary(t *testing.T) {
 		"### Through the load balancer, step by step (surge)",
 		"| remove the old node \\| from etcd | reused | 300 | 2 | 6ms | 900ms |",
 		"host: Linux 6.1.0-40-amd64, cgroup v1, 2 cores, Docker 20.10.24+dfsg1; v1.35.4: `skewer.local/node:v1.35.4` sha256:0123456789a",
+		"v1.36.3-acme.2: `skewer.local/node:v1.36.3-acme.2-1a2b3c4d` sha256:fedcba987654 (built around the release-tarball given, /srv/acme/kubernetes-server-linux-amd64.tar.gz)",
+		"## Given builds\n\n| version | what | binary | sha256 |\n|---|---|---|---|\n| v1.36.3-acme.2 | release-tarball /srv/acme/kubernetes-server-linux-amd64.tar.gz | (the tarball) | `" + strings.Repeat("ab", 32) + "` |\n",
+		"| kube-apiserver | `" + strings.Repeat("01", 32) + "` |\n| v1.36.3-acme.2 | release-tarball /srv/acme/kubernetes-server-linux-amd64.tar.gz | kubelet | `" + strings.Repeat("02", 32) + "` |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("summary lacks %q:\n%s", want, md)

@@ -33,6 +33,7 @@ func (r *Results) Summary() string {
 	if p := r.provenance(); p != "" {
 		fmt.Fprintf(&b, "\n%s\n", p)
 	}
+	b.WriteString(r.givenBinaries())
 	for _, o := range outcomes[:3] {
 		var lines []string
 		for _, run := range r.Runs {
@@ -99,9 +100,42 @@ func (r *Results) provenance() string {
 		parts = append(parts, fmt.Sprintf("host: Linux %s, cgroup %s, %d cores, Docker %s", h.Kernel, h.Cgroup, h.Cores, h.Docker))
 	}
 	for _, i := range r.Images {
-		parts = append(parts, fmt.Sprintf("%s: `%s` %s", i.Version, i.Ref, shortID(i.ID)))
+		part := fmt.Sprintf("%s: `%s` %s", i.Version, i.Ref, shortID(i.ID))
+		if g := i.Given; g != nil && g.Kind != "node-image" {
+			part += fmt.Sprintf(" (built around the %s given, %s)", g.Kind, g.Path)
+		} else if g != nil {
+			part += " (given)"
+		}
+		parts = append(parts, part)
 	}
 	return strings.Join(parts, "; ")
+}
+
+// givenBinaries lists, for every version a vendor brought as binaries,
+// the digest of each: what the certification was reached on.
+func (r *Results) givenBinaries() string {
+	var b strings.Builder
+	for _, i := range r.Images {
+		if i.Given == nil || len(i.Given.Binaries) == 0 {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("\n## Given builds\n\n| version | what | binary | sha256 |\n|---|---|---|---|\n")
+		}
+		what := i.Given.Kind + " " + i.Given.Path
+		if i.Given.SHA256 != "" {
+			fmt.Fprintf(&b, "| %s | %s | (the tarball) | `%s` |\n", i.Version, cell(what), i.Given.SHA256)
+		}
+		names := make([]string, 0, len(i.Given.Binaries))
+		for n := range i.Given.Binaries {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			fmt.Fprintf(&b, "| %s | %s | %s | `%s` |\n", i.Version, cell(what), n, i.Given.Binaries[n])
+		}
+	}
+	return b.String()
 }
 
 func shortID(id string) string {

@@ -64,6 +64,11 @@ func inPlace(ctx context.Context, c *cluster.Cluster, in inPlaceInput) ([]Action
 		what := "kubeadm upgrade node"
 		if !clusterVersion.Equal(target) {
 			upgrade = []string{"kubeadm", "upgrade", "apply", target.String(), "--yes", "--ignore-preflight-errors=all", "--v=2"}
+			if target.PreRelease() != "" {
+				// A vendor's suffix (v1.36.3-acme.2) is a pre-release to
+				// kubeadm, which upgrades to one only when told to.
+				upgrade = append(upgrade, "--allow-experimental-upgrades")
+			}
 			what = "kubeadm upgrade apply " + target.String()
 			clusterVersion = target
 		}

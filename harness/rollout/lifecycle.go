@@ -85,7 +85,7 @@ func Roll(ctx context.Context, c *cluster.Cluster, in RollInput) error {
 		actions, err = planInPlace(ctx, c, in, images)
 	} else {
 		if actions, err = Surge(ctx, c, SurgeInput{To: in.To, PauseAfter: in.PauseAfter}); err == nil {
-			_, err = images.Resolve(ctx, in.To)
+			err = useNodeImage(ctx, c, images, in.To)
 		}
 	}
 	if err != nil {
@@ -116,11 +116,7 @@ func planInPlace(ctx context.Context, c *cluster.Cluster, in RollInput, images *
 	if _, _, err := toMove(ctx, c, in.To, false); err != nil {
 		return nil, err
 	}
-	b := images.Builder
-	if b == nil {
-		b = &nodeimage.Builder{Out: images.Out}
-	}
-	art, err := b.Artifacts(ctx, in.To)
+	art, err := images.Artifacts(ctx, in.To)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +158,7 @@ func Rollback(ctx context.Context, c *cluster.Cluster, in RollbackInput) error {
 	}
 	images, runner := resolverOr(in.Images, in.Runner), runnerOr(in.Runner)
 	// The image first: a rollback that cannot finish does not begin.
-	if _, err := images.Resolve(ctx, to); err != nil {
+	if err := useNodeImage(ctx, c, images, to); err != nil {
 		return err
 	}
 	// Whatever an interrupted rollout left half done goes first; the moves
@@ -181,6 +177,16 @@ func Rollback(ctx context.Context, c *cluster.Cluster, in RollbackInput) error {
 		return err
 	}
 	return removeRecord(c)
+}
+
+// useNodeImage resolves v's node image and has the cluster start its
+// nodes of v from it.
+func useNodeImage(ctx context.Context, c *cluster.Cluster, images *nodeimage.Resolver, v version.Version) error {
+	ref, err := images.Resolve(ctx, v)
+	if err != nil {
+		return err
+	}
+	return c.UseNodeImage(v, ref)
 }
 
 func runnerOr(r *Runner) *Runner {

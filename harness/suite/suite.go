@@ -33,7 +33,7 @@ var (
 	flagCluster     = flag.String("skewer.cluster", "", "reuse this existing cluster instead of creating one (it is kept)")
 	flagProfile     = flag.String("skewer.profile", "", "cluster profile (default: the suite's)")
 	flagRetain      = flag.Bool("skewer.retain", false, "keep the cluster after the suite")
-	flagImageSource = flag.String("skewer.image-source", "build", "node images: build, local or pull")
+	flagImageSource = flag.String("skewer.image-source", "build", "node images: build (local, else built offline) or local")
 	flagStrict      = flag.Bool("skewer.strict", false, "refuse every waiver: a documented upstream behaviour fails its promise too")
 )
 

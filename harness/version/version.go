@@ -79,6 +79,15 @@ func (v Version) component(i int) uint {
 	return v.semver().Components()[i]
 }
 
+// PreRelease is the pre-release suffix ("acme.2" of v1.36.3-acme.2), ""
+// for a release. kubeadm calls a version with one unstable.
+func (v Version) PreRelease() string {
+	if v.IsZero() {
+		return ""
+	}
+	return v.semver().PreRelease()
+}
+
 // Compare is -1, 0 or 1 as v is older than, the same as, or newer than o,
 // by semantic-version precedence (a pre-release is older than its
 // release; build metadata does not count).

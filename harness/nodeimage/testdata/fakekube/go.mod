@@ -1,0 +1,3 @@
+module fakekube
+
+go 1.22
