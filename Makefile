@@ -78,7 +78,7 @@ e2e: images
 	./bin/skewer certify --from $(FROM) --to $(TO) --strategy surge --strict=$(STRICT) --out $(OUT) || rc=$$?; \
 	[ $$rc -lt 128 ] || exit $$rc; \
 	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit-vendor.xml --format testname -- \
-	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/vendor || rc=1; \
+	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/vendor -run TestCertifyAVendorsRelease || rc=1; \
 	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit.xml --format testname -- \
 	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/sidecar -run TestRolloutRefused || rc=1; \
 	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit-mixed.xml --format testname -- \

@@ -45,8 +45,9 @@ upstream behaviour, with its reference) or skipped (with the reason). --out rece
 
 A side may be a build of your own instead of skewer's from the Go module proxy: --node-image to=REF
 (a node image on this machine, used as it is: surge only) or --kubernetes to=PATH (a server release
-tarball or a directory of its binaries, made into a node image; both strategies). Its version is
-read from what was given, and results.json records what it was (the sha256 of each binary).
+tarball, a directory of its binaries, or a source tree built here, made into a node image; both
+strategies). Its version is read from what was given, and results.json records what it was (the
+sha256 of each binary; a tree's commit and whether it had changes).
 
 The pair is checked before anything is built or created: adjacent minors, forward. The exit status
 is 1 when any promise failed.`,

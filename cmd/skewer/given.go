@@ -29,7 +29,7 @@ type givenFlags struct {
 func (g *givenFlags) add(fl *pflag.FlagSet, keys string) {
 	fl.StringVar(&g.source, "image-source", "build", "where skewer's own node images come from: build (local, else built offline) or local (never built)")
 	fl.StringToStringVar(&g.nodeImages, "node-image", nil, "a node image of your own, used as it is: "+keys+"VERSION=REF (its version is read from the image)")
-	fl.StringToStringVar(&g.kubernetes, "kubernetes", nil, "a Kubernetes build of your own, made into a node image: "+keys+"VERSION=PATH, PATH a server release tarball (kubernetes/server/bin/...) or a directory of its binaries (its version is what the binaries report)")
+	fl.StringToStringVar(&g.kubernetes, "kubernetes", nil, "a Kubernetes build of your own, made into a node image: "+keys+"VERSION=PATH, PATH a server release tarball (kubernetes/server/bin/...), a directory of its binaries, or a source tree (a git checkout of k8s.io/kubernetes, built here); its version is what the binaries report, or git describe for a tree")
 }
 
 // resolver reads every given image and release and returns the resolver

@@ -63,7 +63,7 @@ func imagesCommand() *cobra.Command {
 		},
 	}
 	build.Flags().StringSliceVar(&versions, "version", nil, "Kubernetes version(s) to build from the Go module proxy, e.g. v1.35.4,v1.36.3")
-	build.Flags().StringSliceVar(&releases, "kubernetes", nil, "Kubernetes build(s) of your own to make node images of: a server release tarball or a directory of its binaries")
+	build.Flags().StringSliceVar(&releases, "kubernetes", nil, "Kubernetes build(s) of your own to make node images of: a server release tarball, a directory of its binaries, or a source tree")
 	var output string
 	list := &cobra.Command{
 		Use:   "list",

@@ -167,7 +167,7 @@ func (in Input) CheckImages(ctx context.Context) error {
 // for skewer's own build.
 func given(images *nodeimage.Resolver, v version.Version) *report.Given {
 	if rel := images.Release(v); rel != nil {
-		return &report.Given{Kind: rel.Kind(), Path: rel.Path, SHA256: rel.SHA256, Binaries: rel.Binaries}
+		return &report.Given{Kind: rel.Kind(), Path: rel.Path, SHA256: rel.SHA256, Commit: rel.Commit, Dirty: rel.Dirty, Binaries: rel.Binaries}
 	}
 	if _, ok := images.Given[v]; ok {
 		return &report.Given{Kind: "node-image"}

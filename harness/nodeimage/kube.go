@@ -19,17 +19,35 @@ var kubeCommands = []string{
 	"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy",
 }
 
-// kubeVersionLDFlags sets the version variables the way hack/lib/version.sh
-// does, so /version, kubeadm and kubelet report the version that was built.
-// A module from the proxy has no git hash; gitCommit says where it came from.
-func kubeVersionLDFlags(gitVersion, major, minor, buildDate string) []string {
+// buildInfo is what a Kubernetes build says of itself: the variables
+// hack/lib/version.sh sets.
+type buildInfo struct {
+	version   version.Version
+	commit    string // the git commit; a module from the proxy has none, so it says where it came from
+	treeState string // clean, dirty, or archive (a module from the proxy)
+	date      string
+}
+
+// moduleBuild is the build info of Kubernetes from the module proxy,
+// reporting v; the module's publication time stands in for a build date,
+// so that the same version always builds the same bytes.
+func moduleBuild(v version.Version, published string) buildInfo {
+	if t, err := time.Parse(time.RFC3339, published); err == nil {
+		published = t.UTC().Format("2006-01-02T15:04:05Z")
+	}
+	return buildInfo{version: v, commit: "go-module-proxy-k8s.io-kubernetes-" + v.String(), treeState: "archive", date: strings.TrimSpace(published)}
+}
+
+// ldflags set the version variables the way hack/lib/version.sh does, so
+// /version, kubeadm and kubelet report the build.
+func (i buildInfo) ldflags() []string {
 	vars := map[string]string{
-		"gitVersion":   gitVersion,
-		"gitMajor":     major,
-		"gitMinor":     minor,
-		"gitCommit":    "go-module-proxy-k8s.io-kubernetes-" + gitVersion,
-		"gitTreeState": "archive",
-		"buildDate":    buildDate,
+		"gitVersion":   i.version.String(),
+		"gitMajor":     fmt.Sprint(i.version.Major()),
+		"gitMinor":     fmt.Sprint(i.version.Minor()),
+		"gitCommit":    i.commit,
+		"gitTreeState": i.treeState,
+		"buildDate":    i.date,
 	}
 	var flags []string
 	for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
@@ -39,6 +57,9 @@ func kubeVersionLDFlags(gitVersion, major, minor, buildDate string) []string {
 	}
 	return flags
 }
+
+// kubeBuildTags are the tags Kubernetes' own build uses.
+var kubeBuildTags = []string{"selinux", "notest", "grpcnotrace"}
 
 func (p *plan) kubeBinaries(ctx context.Context) (bool, error) {
 	if p.rel != nil {
@@ -67,12 +88,6 @@ func (p *plan) buildKubernetes(ctx context.Context, gitVersion version.Version, 
 	for _, m := range staging {
 		replace[m] = stagingVersion
 	}
-	// The module's publication time stands in for a build date, so that
-	// the same version always builds the same bytes.
-	buildDate := info.Time
-	if t, err := time.Parse(time.RFC3339, info.Time); err == nil {
-		buildDate = t.UTC().Format("2006-01-02T15:04:05Z")
-	}
 	pkgs := make([]string, len(kubeCommands))
 	for i, c := range kubeCommands {
 		pkgs[i] = "k8s.io/kubernetes/cmd/" + c
@@ -82,10 +97,9 @@ func (p *plan) buildKubernetes(ctx context.Context, gitVersion version.Version, 
 		Require:  map[string]string{"k8s.io/kubernetes": gv},
 		Replace:  replace,
 		Packages: pkgs,
-		Tags:     []string{"selinux", "notest", "grpcnotrace"},
-		LDFlags: kubeVersionLDFlags(gitVersion.String(), fmt.Sprint(gitVersion.Major()), fmt.Sprint(gitVersion.Minor()),
-			strings.TrimSpace(buildDate)),
-		Out: out,
+		Tags:     kubeBuildTags,
+		LDFlags:  moduleBuild(gitVersion, info.Time).ldflags(),
+		Out:      out,
 	})
 }
 
@@ -104,10 +118,18 @@ func (b *Builder) KubernetesBinaries(ctx context.Context, v, gitVersion version.
 }
 
 // releaseBinaries copies a vendor's binaries into the cache, so what the
-// node image is built from cannot change under it.
+// node image is built from cannot change under it; a source tree is built
+// there.
 func (p *plan) releaseBinaries(ctx context.Context) (bool, error) {
 	p.kubeKey = cacheKey("release", p.rel.Key())
 	p.kubeDir = p.b.cacheDir("bin", "release-"+tag(p.v)+"-"+p.kubeKey)
+	if p.rel.tree != "" {
+		cached, err := p.cachedDir(p.kubeDir, func(out string) error { return p.rel.build(ctx, out, p.b.cacheDir("releases")) })
+		if err != nil {
+			return false, err
+		}
+		return cached, p.rel.built(ctx, p.kubeDir)
+	}
 	return p.cachedDir(p.kubeDir, func(out string) error {
 		if err := os.MkdirAll(out, 0o755); err != nil {
 			return err

@@ -50,12 +50,14 @@ func TestWrapperGoModIsStable(t *testing.T) {
 }
 
 func TestKubeVersionLDFlagsSetBothVersionPackages(t *testing.T) {
-	flags := strings.Join(kubeVersionLDFlags("v1.36.3", "1", "36", "2026-01-01T00:00:00Z"), " ")
+	flags := strings.Join(moduleBuild(version.MustParse("v1.36.3"), "2026-01-01T00:00:00Z").ldflags(), " ")
 	for _, want := range []string{
 		"-X k8s.io/component-base/version.gitVersion=v1.36.3",
 		"-X k8s.io/client-go/pkg/version.gitVersion=v1.36.3",
 		"-X k8s.io/component-base/version.gitMinor=36",
 		"-X k8s.io/component-base/version.buildDate=2026-01-01T00:00:00Z",
+		"-X k8s.io/component-base/version.gitCommit=go-module-proxy-k8s.io-kubernetes-v1.36.3",
+		"-X k8s.io/client-go/pkg/version.gitTreeState=archive",
 	} {
 		if !strings.Contains(flags, want) {
 			t.Errorf("missing %q", want)

@@ -25,11 +25,13 @@ import (
 
 // Release is a Kubernetes build its vendor brings, for a node image built
 // around it: a server release tarball (the kubernetes-server-linux-amd64
-// layout, whose kubernetes/server/bin holds the binaries) or a directory
-// holding the same binaries. Its version is what its binaries report,
-// never what a flag says. The component image tars a release tarball also
-// carries are not used: skewer makes the images from the binaries, as it
-// does for its own builds.
+// layout, whose kubernetes/server/bin holds the binaries), a directory
+// holding the same binaries, or a source tree (a git checkout of
+// k8s.io/kubernetes with the vendor's patches, built here). Its version is
+// what its binaries report, or for a tree what git describe says (as
+// hack/lib/version.sh reads it), never what a flag says. The component
+// image tars a release tarball also carries are not used: skewer makes the
+// images from the binaries, as it does for its own builds.
 type Release struct {
 	// Path is what was given.
 	Path string `json:"path"`
@@ -37,24 +39,40 @@ type Release struct {
 	SHA256 string `json:"sha256,omitempty"`
 	// Version is what every binary reports.
 	Version version.Version `json:"version"`
-	// Binaries are the sha256 of each binary the node image is made of.
+	// Binaries are the sha256 of each binary the node image is made of (a
+	// source tree's once it is built).
 	Binaries map[string]string `json:"binaries"`
+	// Commit and Dirty are a source tree's: the commit HEAD names, and
+	// whether the tree had changes to it.
+	Commit string `json:"commit,omitempty"`
+	Dirty  bool   `json:"dirty,omitempty"`
 	// dir holds the binaries: the directory given, or the tarball's
-	// unpacked in the cache.
+	// unpacked in the cache; empty for a tree until it is built.
 	dir string
+	// tree is a source tree's root.
+	tree string
+	// key is a digest of what the release is: its binaries, or a tree's
+	// commit and changes.
+	key string
 }
 
-// Kind names what was given: release-tarball or binaries.
+// Kind names what was given: release-tarball, binaries or source-tree.
 func (r *Release) Kind() string {
-	if r.SHA256 != "" {
+	switch {
+	case r.tree != "":
+		return "source-tree"
+	case r.SHA256 != "":
 		return "release-tarball"
 	}
 	return "binaries"
 }
 
-// Key is a digest of the binaries: what everything built around them is
-// cached by.
-func (r *Release) Key() string {
+// Key is a digest of what the release is: everything built around it is
+// cached by it.
+func (r *Release) Key() string { return r.key }
+
+// binariesKey is a digest of the binaries' digests.
+func (r *Release) binariesKey() string {
 	h := sha256.New()
 	for _, c := range kubeCommands {
 		fmt.Fprintf(h, "%s=%s\n", c, r.Binaries[c])
@@ -80,6 +98,9 @@ func OpenRelease(ctx context.Context, given, cacheDir string) (*Release, error) 
 		return nil, fmt.Errorf("release %s: %w", given, err)
 	}
 	r := &Release{Path: given, Binaries: map[string]string{}}
+	if st.IsDir() && isSourceTree(given) {
+		return openTree(ctx, r)
+	}
 	if st.IsDir() {
 		r.dir, err = binDir(given)
 	} else {
@@ -99,6 +120,7 @@ func OpenRelease(ctx context.Context, given, cacheDir string) (*Release, error) 
 	if r.Version, err = releaseVersion(ctx, r.dir); err != nil {
 		return nil, fmt.Errorf("release %s: %w", given, err)
 	}
+	r.key = r.binariesKey()
 	return r, nil
 }
 
@@ -110,7 +132,7 @@ func binDir(dir string) (string, error) {
 			return d, missing(d)
 		}
 	}
-	return "", fmt.Errorf("release %s has no kube-apiserver (looked in it, kubernetes/server/bin and server/bin)", dir)
+	return "", fmt.Errorf("release %s has no kube-apiserver (looked in it, kubernetes/server/bin and server/bin) and is no source tree of k8s.io/kubernetes", dir)
 }
 
 func missing(dir string) error {

@@ -179,3 +179,132 @@ func TestDynamicControlPlaneBinaryIsRefused(t *testing.T) {
 		t.Errorf("%s as kube-apiserver: %v", dynamic, err)
 	}
 }
+
+// miniTree writes a k8s.io/kubernetes tree in miniature: the module, a
+// staging module whose version variables the build sets (as in the real
+// tree), and a main per binary answering version questions as fakekube
+// does. It builds in seconds, offline.
+func miniTree(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	main, err := os.ReadFile(filepath.Join("testdata", "fakekube", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"go.mod": "module k8s.io/kubernetes\n\ngo 1.22\n\nrequire k8s.io/component-base v0.0.0\n\nreplace k8s.io/component-base => ./staging/src/k8s.io/component-base\n",
+		"staging/src/k8s.io/component-base/go.mod":          "module k8s.io/component-base\n\ngo 1.22\n",
+		"staging/src/k8s.io/component-base/version/base.go": "package version\n\nvar gitVersion = \"v0.0.0-master+$Format:%H$\"\n\n// Get is the version the build set.\nfunc Get() string { return gitVersion }\n",
+	}
+	for _, c := range kubeCommands {
+		// fakekube's answers, with the version the build set.
+		src := strings.Replace(string(main), "var v = \"unset\"", "var v = version.Get()", 1)
+		src = strings.Replace(src, "import (", "import (\n\t\"k8s.io/component-base/version\"", 1)
+		files["cmd/"+c+"/main.go"] = src
+	}
+	for name, body := range files {
+		path := filepath.Join(root, name)
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+func git(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=acme", "-c", "user.email=build@acme.example", "-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false"}, args...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+}
+
+// A vendor's source tree is known by its commit and git describe, built
+// with that version, commit and state in its binaries; what is not a
+// tagged checkout, and what does not build, is refused in one line.
+func TestSourceTree(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ctx := context.Background()
+	cache := t.TempDir()
+	tree := miniTree(t)
+	if _, err := OpenRelease(ctx, tree, cache); err == nil || !strings.Contains(err.Error(), "no git checkout") {
+		t.Errorf("a tree outside git: %v", err)
+	}
+	git(t, tree, "init", "-q")
+	git(t, tree, "add", ".")
+	git(t, tree, "commit", "-qm", "acme's patches")
+	if _, err := OpenRelease(ctx, tree, cache); err == nil || !strings.Contains(err.Error(), "no tag v* before") {
+		t.Errorf("an untagged tree: %v", err)
+	}
+	git(t, tree, "tag", "v1.36.3-acme.2")
+	rel, err := OpenRelease(ctx, tree, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rel.Version.String() != "v1.36.3-acme.2" || rel.Kind() != "source-tree" || rel.Dirty || len(rel.Commit) != 40 || len(rel.Binaries) != 0 {
+		t.Fatalf("tagged tree: %+v", rel)
+	}
+	out := filepath.Join(t.TempDir(), "bin")
+	if err := rel.build(ctx, out, cache); err != nil {
+		t.Fatal(err)
+	}
+	if err := rel.built(ctx, out); err != nil {
+		t.Fatal(err)
+	}
+	if len(rel.Binaries) != len(kubeCommands) {
+		t.Errorf("binaries %v", rel.Binaries)
+	}
+
+	// A commit after the tag, then a change on top: the version says both.
+	os.WriteFile(filepath.Join(tree, "PATCHES"), []byte("one more\n"), 0o644)
+	git(t, tree, "add", ".")
+	git(t, tree, "commit", "-qm", "one more patch")
+	after, err := OpenRelease(ctx, tree, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := after.Version.String(); !strings.HasPrefix(v, "v1.36.3-acme.2.1+") || len(v) != len("v1.36.3-acme.2.1+")+14 || after.Key() == rel.Key() {
+		t.Errorf("one commit after the tag: %s (key %s, was %s)", v, after.Key(), rel.Key())
+	}
+	os.WriteFile(filepath.Join(tree, "cmd", "kubelet", "broken.go"), []byte("package main\n\nfunc broken() { undefined() }\n"), 0o644)
+	dirty, err := OpenRelease(ctx, tree, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !dirty.Dirty || !strings.HasSuffix(dirty.Version.String(), "-dirty") || dirty.Key() == after.Key() {
+		t.Errorf("a tree with changes: %+v", dirty)
+	}
+	err = dirty.build(ctx, filepath.Join(t.TempDir(), "bin"), cache)
+	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "does not build: ") || !strings.Contains(err.Error(), "undefined: undefined") {
+		t.Fatalf("a tree that does not build: %v", err)
+	}
+	log := err.Error()[strings.LastIndex(err.Error(), "the build's output: ")+len("the build's output: ") : len(err.Error())-1]
+	if body, rerr := os.ReadFile(log); rerr != nil || !strings.Contains(string(body), "broken.go") {
+		t.Errorf("the build's output in %s: %v %q", log, rerr, body)
+	}
+}
+
+// git describe's answer becomes the version Kubernetes' own build gives it.
+func TestTreeVersion(t *testing.T) {
+	for _, tc := range []struct {
+		described string
+		dirty     bool
+		want      string
+	}{
+		{"v1.36.3", false, "v1.36.3"},
+		{"v1.36.3-acme.2", true, "v1.36.3-acme.2-dirty"},
+		{"v1.36.3-4-g0123456789abcd", false, "v1.36.3-4+0123456789abcd"},
+		{"v1.36.3-acme.2-4-g0123456789abcd", true, "v1.36.3-acme.2.4+0123456789abcd-dirty"},
+	} {
+		v, err := treeVersion(tc.described, tc.dirty)
+		if err != nil || v.String() != tc.want {
+			t.Errorf("%s (dirty %t): %s, %v; want %s", tc.described, tc.dirty, v, err, tc.want)
+		}
+	}
+	if _, err := treeVersion("release-1.36", false); err == nil {
+		t.Error("a describe that is no version was taken")
+	}
+}

@@ -75,7 +75,7 @@ func (r *Resolver) Artifacts(ctx context.Context, v version.Version) (*Artifacts
 // skewer takes those from a build or a release, not out of an image.
 func (r *Resolver) CheckInPlace(v version.Version) error {
 	if ref, ok := r.Given[v]; ok {
-		return fmt.Errorf("an in-place upgrade to %s needs its binaries and images, not the node image %s: give the release itself (--kubernetes, a server release tarball or a directory of its binaries), or upgrade by surge", v, ref)
+		return fmt.Errorf("an in-place upgrade to %s needs its binaries and images, not the node image %s: give the build itself (--kubernetes: a server release tarball, a directory of its binaries or a source tree), or upgrade by surge", v, ref)
 	}
 	return nil
 }

@@ -78,15 +78,32 @@ type NodeImage struct {
 
 // Given is what a vendor brought for one version of the pair.
 type Given struct {
-	// Kind is node-image (used as it is), release-tarball or binaries (a
-	// node image built around them).
+	// Kind is node-image (used as it is), release-tarball, binaries or
+	// source-tree (a node image built around them).
 	Kind string `json:"kind"`
 	// Path is the tarball or directory given.
 	Path string `json:"path,omitempty"`
 	// SHA256 is the tarball's digest.
 	SHA256 string `json:"sha256,omitempty"`
+	// Commit and Dirty are a source tree's: the commit it was built from,
+	// and whether the tree had changes to it.
+	Commit string `json:"commit,omitempty"`
+	Dirty  bool   `json:"dirty,omitempty"`
 	// Binaries are the sha256 of each binary, by name.
 	Binaries map[string]string `json:"binaries,omitempty"`
+}
+
+// What names what was given in a few words: its kind, path and, for a
+// source tree, its commit.
+func (g *Given) What() string {
+	what := strings.TrimSpace(g.Kind + " " + g.Path)
+	if g.Commit != "" {
+		what += " at " + g.Commit
+		if g.Dirty {
+			what += " with changes"
+		}
+	}
+	return what
 }
 
 // Tool is what made the results.

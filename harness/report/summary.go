@@ -102,7 +102,7 @@ func (r *Results) provenance() string {
 	for _, i := range r.Images {
 		part := fmt.Sprintf("%s: `%s` %s", i.Version, i.Ref, shortID(i.ID))
 		if g := i.Given; g != nil && g.Kind != "node-image" {
-			part += fmt.Sprintf(" (built around the %s given, %s)", g.Kind, g.Path)
+			part += fmt.Sprintf(" (built around the %s given)", g.What())
 		} else if g != nil {
 			part += " (given)"
 		}
@@ -122,7 +122,7 @@ func (r *Results) givenBinaries() string {
 		if b.Len() == 0 {
 			b.WriteString("\n## Given builds\n\n| version | what | binary | sha256 |\n|---|---|---|---|\n")
 		}
-		what := i.Given.Kind + " " + i.Given.Path
+		what := i.Given.What()
 		if i.Given.SHA256 != "" {
 			fmt.Fprintf(&b, "| %s | %s | (the tarball) | `%s` |\n", i.Version, cell(what), i.Given.SHA256)
 		}
