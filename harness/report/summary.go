@@ -120,11 +120,10 @@ func (r *Results) givenBinaries() string {
 			continue
 		}
 		if b.Len() == 0 {
-			b.WriteString("\n## Given builds\n\n| version | what | binary | sha256 |\n|---|---|---|---|\n")
+			b.WriteString("\n## Given builds\n\n| version | binary | sha256 |\n|---|---|---|\n")
 		}
-		what := i.Given.What()
 		if i.Given.SHA256 != "" {
-			fmt.Fprintf(&b, "| %s | %s | (the tarball) | `%s` |\n", i.Version, cell(what), i.Given.SHA256)
+			fmt.Fprintf(&b, "| %s | (the tarball) | `%s` |\n", i.Version, i.Given.SHA256)
 		}
 		names := make([]string, 0, len(i.Given.Binaries))
 		for n := range i.Given.Binaries {
@@ -132,7 +131,7 @@ func (r *Results) givenBinaries() string {
 		}
 		sort.Strings(names)
 		for _, n := range names {
-			fmt.Fprintf(&b, "| %s | %s | %s | `%s` |\n", i.Version, cell(what), n, i.Given.Binaries[n])
+			fmt.Fprintf(&b, "| %s | %s | `%s` |\n", i.Version, n, i.Given.Binaries[n])
 		}
 	}
 	return b.String()
