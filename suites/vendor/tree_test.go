@@ -29,18 +29,26 @@ func TestASourceTreeBuildsANodeImage(t *testing.T) {
 	ctx := context.Background()
 	tree := filepath.Join(t.TempDir(), "kubernetes")
 	kube := download(t, "k8s.io/kubernetes@"+module.String())
-	g.Expect(exec.Command("cp", "-r", kube.Dir, tree).Run()).To(Succeed())
+	sh := func(args ...string) {
+		t.Helper()
+		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+		g.Expect(err).NotTo(HaveOccurred(), "%v: %s", args, out)
+	}
+	// The module cache keeps its files read-only; a checkout is writable.
+	sh("cp", "-r", kube.Dir, tree)
+	sh("chmod", "-R", "u+w", tree)
 	goMod, err := os.ReadFile(filepath.Join(tree, "go.mod"))
 	g.Expect(err).NotTo(HaveOccurred())
 	// The module proxy serves the staging modules apart: put each back.
+	g.Expect(os.MkdirAll(filepath.Join(tree, "staging", "src", "k8s.io"), 0o755)).To(Succeed())
 	for _, line := range strings.Split(string(goMod), "\n") {
 		f := strings.Fields(line)
 		if len(f) == 2 && strings.HasPrefix(f[0], "k8s.io/") && f[1] == "v0.0.0" {
 			staging := download(t, f[0]+"@"+stagingVersion())
-			g.Expect(exec.Command("cp", "-r", staging.Dir, filepath.Join(tree, "staging", "src", f[0])).Run()).To(Succeed())
+			sh("cp", "-r", staging.Dir, filepath.Join(tree, "staging", "src", f[0]))
 		}
 	}
-	g.Expect(exec.Command("chmod", "-R", "u+w", tree).Run()).To(Succeed())
+	sh("chmod", "-R", "u+w", tree)
 	// The checkout's go.work names staging modules the proxy does not
 	// serve, and its vendor/ is not in the module: build in module mode.
 	g.Expect(os.Remove(filepath.Join(tree, "go.work"))).To(Succeed())
