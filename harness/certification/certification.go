@@ -166,7 +166,7 @@ func (in Input) CheckImages(ctx context.Context) error {
 // given is what the user brought for v, for the results' provenance; nil
 // for skewer's own build.
 func given(images *nodeimage.Resolver, v version.Version) *report.Given {
-	if rel := images.Release(v); rel != nil {
+	if rel, ok := images.Releases[v]; ok {
 		return &report.Given{Kind: rel.Kind(), Path: rel.Path, SHA256: rel.SHA256, Commit: rel.Commit, Dirty: rel.Dirty, Binaries: rel.Binaries}
 	}
 	if _, ok := images.Given[v]; ok {

@@ -80,10 +80,6 @@ func (r *Resolver) CheckInPlace(v version.Version) error {
 	return nil
 }
 
-// Release is the vendor's release given for v; nil when v is skewer's own
-// build or a node image given as it is.
-func (r *Resolver) Release(v version.Version) *Release { return r.Releases[v] }
-
 // ImageVersion reads the Kubernetes version a node image carries (kind's
 // /kind/version), so a given image's version never rests on a flag. An
 // image that is not a kind node image is refused in one line.
