@@ -21,13 +21,15 @@ func (n Node) hasImage(ctx context.Context, ref string) (bool, error) {
 	return slices.Contains(strings.Fields(out), ref), nil
 }
 
-// ShareImages gives each node of to every image of refs it lacks, copied
-// from a node of c that holds it: on a machine with no registry, what a
-// pull would fetch. A node's image holds its own version's images only,
-// while kubeadm's addons may be moved to the other version's (a worker
-// left at the older version when the surge upgrades them). An image no
-// node holds is left to the kubelet, whose pull says why it failed.
-func (c *Cluster) ShareImages(ctx context.Context, to []Node, refs ...string) error {
+// ShareImages gives each node of to every image of refs it lacks: from
+// its tar on the host where tars has one (streamed in, as an in-place
+// upgrade loads its images), else copied from a node of c that holds it.
+// On a machine with no registry, that is what a pull would fetch. A
+// node's image holds its own version's images only, while kubeadm's
+// addons may be moved to the other version's (a worker left at the older
+// version when the surge upgrades them). An image no node holds is left
+// to the kubelet, whose pull says why it failed.
+func (c *Cluster) ShareImages(ctx context.Context, to []Node, tars map[string]string, refs ...string) error {
 	nodes, err := c.Nodes(ctx)
 	if err != nil {
 		return err
@@ -44,6 +46,12 @@ func (c *Cluster) ShareImages(ctx context.Context, to []Node, refs ...string) er
 			}
 		}
 		if len(lacking) == 0 {
+			continue
+		}
+		if tar, ok := tars[ref]; ok {
+			if err := loadImageTars(ctx, lacking, tar); err != nil {
+				return err
+			}
 			continue
 		}
 		archive, err := c.exportImage(ctx, nodes, ref)

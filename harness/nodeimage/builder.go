@@ -159,6 +159,8 @@ type Artifacts struct {
 	BinDir string
 	// ImageTars are docker-archive tars of every image the node preloads.
 	ImageTars []string
+	// Tars are the same tars by the image each holds.
+	Tars map[string]string
 }
 
 // Artifacts builds what the cache lacks for version v and returns its pieces.
@@ -178,7 +180,7 @@ func (b *Builder) artifacts(ctx context.Context, v version.Version, r *Release) 
 	if err != nil {
 		return nil, err
 	}
-	return &Artifacts{NodeImage: p.ref(), BinDir: p.kubeDir, ImageTars: p.imageTars}, nil
+	return &Artifacts{NodeImage: p.ref(), BinDir: p.kubeDir, ImageTars: p.imageTars, Tars: p.tarOf}, nil
 }
 
 func (b *Builder) build(ctx context.Context, v version.Version, r *Release) (*plan, error) {
@@ -228,14 +230,15 @@ type plan struct {
 	v   version.Version
 	rel *Release // a vendor's binaries, or nil for a build from the module proxy
 
-	kubeDir    string   // kubeadm, kubelet, kubectl, kube-* binaries
-	kubeKey    string   // cache key of kubeDir
-	baseKey    string   // cache key of the kind base image
-	slimKey    string   // cache key of the slim Debian image
-	nodeRootfs string   // the node root filesystem image
-	imageTars  []string // docker-archive tars to preload into the node
-	imagesKey  string   // combined cache key of imageTars
-	cniRef     string   // the CNI stand-in image reference
+	kubeDir    string            // kubeadm, kubelet, kubectl, kube-* binaries
+	kubeKey    string            // cache key of kubeDir
+	baseKey    string            // cache key of the kind base image
+	slimKey    string            // cache key of the slim Debian image
+	nodeRootfs string            // the node root filesystem image
+	imageTars  []string          // docker-archive tars to preload into the node
+	tarOf      map[string]string // imageTars by the image each holds
+	imagesKey  string            // combined cache key of imageTars
+	cniRef     string            // the CNI stand-in image reference
 }
 
 func (p *plan) gitVersion() string { return p.v.String() }

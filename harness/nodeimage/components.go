@@ -163,6 +163,10 @@ func (p *plan) saveImages(ctx context.Context, builds []componentBuild) (bool, e
 		keys = append(keys, c.key)
 		tarPath := p.b.cacheDir("images", strings.NewReplacer("/", "_", ":", "_").Replace(c.ref)+"-"+c.key+".tar")
 		p.imageTars = append(p.imageTars, tarPath)
+		if p.tarOf == nil {
+			p.tarOf = map[string]string{}
+		}
+		p.tarOf[c.ref] = tarPath
 		current := p.imageCurrent(ctx, c.ref, c.key)
 		if _, err := os.Stat(tarPath); err == nil && current {
 			continue

@@ -18,8 +18,9 @@ import (
 // upgrade apply, so without it the addons stay at the version the cluster
 // was made at. Every node first gets target's addon images (a worker's
 // node image holds its own version's), then kubeadm's addon phase runs on
-// a control plane, and the new Pods are awaited.
-func upgradeAddons(target version.Version) Action {
+// a control plane, and the new Pods are awaited. tars are the target's
+// image tars on the host, where they were built.
+func upgradeAddons(target version.Version, tars map[string]string) Action {
 	return Do("upgrade kubeadm's addons (kube-proxy, CoreDNS) to "+target.String(), func(ctx context.Context, c *cluster.Cluster) error {
 		cps, err := c.ControlPlanes(ctx)
 		if err != nil {
@@ -43,7 +44,7 @@ func upgradeAddons(target version.Version) Action {
 		if err != nil {
 			return err
 		}
-		if err := c.ShareImages(ctx, nodes, refs...); err != nil {
+		if err := c.ShareImages(ctx, nodes, tars, refs...); err != nil {
 			return err
 		}
 		out, err = cp.Run(ctx, "kubeadm", "upgrade", "apply", "phase", "addon", "all", target.String(), "--kubeconfig", "/etc/kubernetes/admin.conf")

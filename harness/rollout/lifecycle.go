@@ -84,9 +84,7 @@ func Roll(ctx context.Context, c *cluster.Cluster, in RollInput) error {
 	if in.Strategy == StrategyInPlace {
 		actions, err = planInPlace(ctx, c, in, images)
 	} else {
-		if actions, err = Surge(ctx, c, SurgeInput{To: in.To, PauseAfter: in.PauseAfter}); err == nil {
-			err = useNodeImage(ctx, c, images, in.To)
-		}
+		actions, err = planSurge(ctx, c, in, images)
 	}
 	if err != nil {
 		return err
@@ -177,6 +175,31 @@ func Rollback(ctx context.Context, c *cluster.Cluster, in RollbackInput) error {
 		return err
 	}
 	return removeRecord(c)
+}
+
+// planSurge checks the move, then has the cluster start its new nodes
+// from To's node image, and gives the addon phase the host tars of To's
+// images where skewer builds them (its own build, or one around a
+// vendor's release): none for a node image given as it is, or one only
+// taken from this machine (--image-source=local), whose pieces may not
+// be here.
+func planSurge(ctx context.Context, c *cluster.Cluster, in RollInput, images *nodeimage.Resolver) ([]Action, error) {
+	sin := SurgeInput{To: in.To, PauseAfter: in.PauseAfter}
+	if _, err := Surge(ctx, c, sin); err != nil {
+		return nil, err
+	}
+	if err := useNodeImage(ctx, c, images, in.To); err != nil {
+		return nil, err
+	}
+	_, release := images.Releases[in.To]
+	if images.CheckInPlace(in.To) == nil && (images.Source != nodeimage.SourceLocal || release) {
+		art, err := images.Artifacts(ctx, in.To)
+		if err != nil {
+			return nil, err
+		}
+		sin.ImageTars = art.Tars
+	}
+	return Surge(ctx, c, sin)
 }
 
 // useNodeImage resolves v's node image and has the cluster start its

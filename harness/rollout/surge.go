@@ -28,6 +28,10 @@ type SurgeInput struct {
 	// finds one more than it began with: the surplus not at To is drained
 	// and removed rather than replaced.
 	ControlPlanes int
+	// ImageTars are host tars of To's images, by reference, where they
+	// were built here: a complete surge gives the nodes kubeadm's addons
+	// from them. Without one, an image is copied from a node that holds it.
+	ImageTars map[string]string
 }
 
 // Validate refuses input that cannot describe a surge.
@@ -78,7 +82,7 @@ func Surge(ctx context.Context, c *cluster.Cluster, in SurgeInput) ([]Action, er
 		actions = append(actions, replace(name, in.To)...)
 	}
 	if complete && !in.AllowDowngrade {
-		actions = append(actions, upgradeAddons(in.To))
+		actions = append(actions, upgradeAddons(in.To, in.ImageTars))
 	}
 	return actions, nil
 }
