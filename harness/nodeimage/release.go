@@ -109,19 +109,30 @@ func OpenRelease(ctx context.Context, given, cacheDir string) (*Release, error) 
 	if err != nil {
 		return nil, err
 	}
-	for _, c := range kubeCommands {
-		if err := checkBinary(filepath.Join(r.dir, c), slices.Contains(staticOnly, c)); err != nil {
-			return nil, fmt.Errorf("release %s: %w", given, err)
-		}
-		if r.Binaries[c], err = fileSHA256(filepath.Join(r.dir, c)); err != nil {
-			return nil, err
-		}
-	}
-	if r.Version, err = releaseVersion(ctx, r.dir); err != nil {
+	if r.Version, err = r.readBinaries(ctx, r.dir); err != nil {
 		return nil, fmt.Errorf("release %s: %w", given, err)
 	}
 	r.key = r.binariesKey()
 	return r, nil
+}
+
+// readBinaries takes dir as the release's binaries: each must run here
+// (checkBinary), its digest is kept, and the version they all report is
+// returned.
+func (r *Release) readBinaries(ctx context.Context, dir string) (version.Version, error) {
+	r.dir = dir
+	for _, c := range kubeCommands {
+		file := filepath.Join(dir, c)
+		if err := checkBinary(file, slices.Contains(staticOnly, c)); err != nil {
+			return version.Version{}, err
+		}
+		sum, err := fileSHA256(file)
+		if err != nil {
+			return version.Version{}, err
+		}
+		r.Binaries[c] = sum
+	}
+	return releaseVersion(ctx, dir)
 }
 
 // binDir is where a directory keeps the binaries: itself, or the server

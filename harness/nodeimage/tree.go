@@ -133,21 +133,10 @@ func (r *Release) build(ctx context.Context, out, logDir string) error {
 	return nil
 }
 
-// built reads what the build of the tree made: every binary's digest, and
-// the version they report, which must be the one git gave the tree.
+// built reads what the build of the tree made (readBinaries): the version
+// its binaries report must be the one git gave the tree.
 func (r *Release) built(ctx context.Context, dir string) error {
-	r.dir = dir
-	for _, c := range kubeCommands {
-		if err := checkBinary(filepath.Join(dir, c), false); err != nil {
-			return err
-		}
-		sum, err := fileSHA256(filepath.Join(dir, c))
-		if err != nil {
-			return err
-		}
-		r.Binaries[c] = sum
-	}
-	v, err := releaseVersion(ctx, dir)
+	v, err := r.readBinaries(ctx, dir)
 	if err != nil {
 		return fmt.Errorf("source tree %s: %w", r.Path, err)
 	}
