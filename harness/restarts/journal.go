@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -135,6 +136,49 @@ func (m *Monitor) readUnitLogs(i int, node, kind string, until time.Time) {
 		lines = []string{"(the unit's log could not be read: " + err.Error() + ")"}
 	}
 	m.setLogs(i, lines)
+}
+
+// kubeletErrorLines is how many of its kubelet's error lines are kept for
+// a node that left Ready.
+const kubeletErrorLines = 12
+
+// klogError is the head of a klog line at error severity (E1203 10:03:30...).
+var klogError = regexp.MustCompile(`^E\d{4} `)
+
+// readKubeletErrors keeps the last error lines the node's kubelet wrote
+// in the stretch before it left Ready at at: what it saw of the requests
+// that renew its lease and post its status (timeouts, refusals, lost
+// connections), which no apiserver may have logged.
+func (m *Monitor) readKubeletErrors(i int, node string, at time.Time) {
+	ctx, cancel := context.WithTimeout(m.logCtx, 10*time.Second)
+	defer cancel()
+	out, err := run.Command("docker", "exec", node, "journalctl", "--output=cat",
+		"--since=@"+strconv.FormatInt(at.Add(-beforeNotReady).Unix(), 10), "--until=@"+strconv.FormatInt(at.Add(time.Second).Unix(), 10),
+		"_SYSTEMD_UNIT=kubelet.service").String(ctx)
+	if err != nil {
+		m.setLogs(i, []string{"(the kubelet's log could not be read: " + err.Error() + ")"})
+		return
+	}
+	m.setLogs(i, kubeletErrors(out, kubeletErrorLines))
+}
+
+// kubeletErrors returns the last n error lines of a kubelet's log, each
+// cut to a length a report can show.
+func kubeletErrors(log string, n int) []string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if !klogError.MatchString(l) {
+			continue
+		}
+		if len(l) > 400 {
+			l = l[:400] + "..."
+		}
+		out = append(out, l)
+	}
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return out
 }
 
 // lineWriter hands each complete line written to it to line.

@@ -67,6 +67,9 @@ func StayReady(seen []Event, meant func(Event) bool, auditLogs []string) certify
 		}
 		causes = append(causes, cause)
 		lines = append(lines, e.String()+"; "+why)
+		for _, l := range e.Logs {
+			lines = append(lines, "  its kubelet: "+l)
+		}
 	}
 	return certify.Verdict{ID: id, Outcome: certify.Fail, Causes: causes, Evidence: append(lines, evidence...),
 		Reason: fmt.Sprintf("%d node(s) no step acted on left Ready, first: %s", len(unexpected), lines[0])}
@@ -136,7 +139,8 @@ func whyNotReady(e Event, requests []request) (cause, why string) {
 	}
 	failed := mine[first:]
 	if len(failed) == 0 {
-		return certify.UnknownCause, fmt.Sprintf("its kubelet's %d request(s) in the %s before did not fail at any apiserver", len(mine), beforeNotReady)
+		return certify.UnknownCause, fmt.Sprintf("its kubelet's %d request(s) in the %s before did not fail at any apiserver", len(mine), beforeNotReady) +
+			kubeletSaw(e.Logs)
 	}
 	at := map[string]int{}
 	codes := map[string]int{}
@@ -187,4 +191,35 @@ func counted(m map[string]int) string {
 		out = append(out, fmt.Sprintf("%s ×%d", k, m[k]))
 	}
 	return strings.Join(out, ", ")
+}
+
+// kubeletFailures are the shapes of failure a kubelet's error lines name,
+// by what they say.
+var kubeletFailures = []struct{ shape, says string }{
+	{"timed out", "Client.Timeout exceeded"},
+	{"timed out", "context deadline exceeded"},
+	{"timed out", "i/o timeout"},
+	{"connection lost", "http2: client connection lost"},
+	{"refused", "connection refused"},
+	{"reset", "connection reset"},
+	{"closed", "EOF"},
+	{"no route", "no route to host"},
+}
+
+// kubeletSaw tallies the failures a kubelet's error lines name: where no
+// apiserver logged its requests, what the kubelet itself saw of them.
+func kubeletSaw(lines []string) string {
+	shapes := map[string]int{}
+	for _, l := range lines {
+		for _, f := range kubeletFailures {
+			if strings.Contains(l, f.says) {
+				shapes[f.shape]++
+				break
+			}
+		}
+	}
+	if len(shapes) == 0 {
+		return fmt.Sprintf("; its kubelet logged %d error line(s) naming no request failure", len(lines))
+	}
+	return fmt.Sprintf("; its kubelet's last %d error line(s) say its requests %s", len(lines), counted(shapes))
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +130,23 @@ func TestStayReady(t *testing.T) {
 		if got := ws.Apply(v, false); got.Outcome != certify.Fail {
 			t.Errorf("%s: the waiver covers an unknown cause: %+v", name, got)
 		}
+	}
+
+	// Nothing at any apiserver failed it: what its kubelet logged says how
+	// its requests went, and the cause stays unknown.
+	quiet := notReady
+	quiet.Logs = kubeletErrors(strings.Join([]string{
+		`I1201 17:32:05.000000     245 kubelet.go:100] "not an error"`,
+		`E1201 17:32:20.000000     245 controller.go:145] "Failed to update lease" err="Put \"https://lb:6443/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/w1?timeout=10s\": net/http: request canceled (Client.Timeout exceeded while awaiting headers)"`,
+		`E1201 17:32:25.000000     245 kubelet_node_status.go:549] "Error updating node status, will retry" err="error getting node \"w1\": Get \"https://lb:6443/api/v1/nodes/w1?timeout=10s\": context deadline exceeded"`,
+		`E1201 17:32:50.000000     245 kubelet_node_status.go:549] "Error updating node status, will retry" err="http2: client connection lost"`,
+	}, "\n"), 2)
+	v = StayReady([]Event{quiet}, meant, auditLogs(t, at, req{"cp3", kubelet, 10, 200}))
+	if v.Outcome != certify.Fail || v.Causes[0] != certify.UnknownCause ||
+		!strings.Contains(v.Reason, "its kubelet's last 2 error line(s) say its requests connection lost ×1, timed out ×1") {
+		t.Errorf("the kubelet's own view: %+v", v)
+	}
+	if !slices.ContainsFunc(v.Evidence, func(l string) bool { return strings.HasPrefix(l, "  its kubelet: E1201 17:32:50") }) {
+		t.Errorf("the kubelet's lines are not in the evidence: %q", v.Evidence)
 	}
 }

@@ -401,6 +401,7 @@ func (m *Monitor) compareNodes(before, after *corev1.Node) {
 		if e.Time.IsZero() {
 			e.Time = time.Now()
 		}
-		m.add(e)
+		i := m.add(e)
+		m.spawn(func() { m.readKubeletErrors(i, e.Node, e.Time) })
 	}
 }

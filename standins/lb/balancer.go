@@ -209,29 +209,43 @@ func (b *Balancer) proxy(down net.Conn, l *liveListener) {
 	timeout := c.spec.ConnectTimeout
 	c.mu.Unlock()
 	var up net.Conn
+	var tried []string
 	for _, be := range c.candidates() {
 		var err error
 		up, err = net.DialTimeout("tcp", be.addr, timeout)
 		if err == nil {
 			break
 		}
+		tried = append(tried, fmt.Sprintf("%s (%v)", be.addr, err))
 	}
 	if up == nil {
+		log.Printf("conn %s: no backend took it: %s", down.RemoteAddr(), strings.Join(tried, ", "))
 		return
 	}
 	defer up.Close()
-	done := make(chan struct{}, 2)
-	pipe := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
+	// Each connection's backend and how it ended are logged, so a client
+	// whose requests went unanswered can be traced to the apiserver its
+	// connection was on.
+	start, route := time.Now(), fmt.Sprintf("conn %s -> %s", down.RemoteAddr(), up.RemoteAddr())
+	log.Printf("%s opened", route)
+	type ended struct {
+		side  string
+		bytes int64
+	}
+	done := make(chan ended, 2)
+	pipe := func(dst, src net.Conn, side string) {
+		n, _ := io.Copy(dst, src)
 		if tc, ok := dst.(*net.TCPConn); ok {
 			_ = tc.CloseWrite()
 		}
-		done <- struct{}{}
+		done <- ended{side, n}
 	}
-	go pipe(up, down)
-	go pipe(down, up)
-	<-done
-	<-done
+	go pipe(up, down, "client")
+	go pipe(down, up, "backend")
+	first, second := <-done, <-done
+	sent := map[string]int64{first.side: first.bytes, second.side: second.bytes}
+	log.Printf("%s closed after %s, the %s ended first (client sent %d B, backend %d B)", route, time.Since(start).Round(time.Millisecond),
+		first.side, sent["client"], sent["backend"])
 }
 
 // check runs the active health check of one backend until ctx ends.
