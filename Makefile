@@ -108,7 +108,7 @@ certify: deps docker build
 	./bin/skewer certify --from $(FROM) --to $(TO) --strategy $(STRATEGY) --strict=$(STRICT) --out $(OUT)
 
 bench: images
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 150m ./bench/...
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 150m ./bench/...
 
 clean:
 	rm -rf bin $(ARTIFACTS)

@@ -12,8 +12,8 @@ import (
 	"github.com/skewer-k8s/skewer/internal/run"
 )
 
-// hasImage says whether n's containerd holds ref.
-func (n Node) hasImage(ctx context.Context, ref string) (bool, error) {
+// HasImage says whether n's containerd holds ref.
+func (n Node) HasImage(ctx context.Context, ref string) (bool, error) {
 	out, err := n.Run(ctx, "ctr", "--namespace=k8s.io", "images", "ls", "-q", "name=="+ref)
 	if err != nil {
 		return false, err
@@ -37,7 +37,7 @@ func (c *Cluster) ShareImages(ctx context.Context, to []Node, tars map[string]st
 	for _, ref := range refs {
 		var lacking []Node
 		for _, n := range to {
-			has, err := n.hasImage(ctx, ref)
+			has, err := n.HasImage(ctx, ref)
 			if err != nil {
 				return fmt.Errorf("images of %s: %w", n.Name, err)
 			}
@@ -96,7 +96,7 @@ func importArchive(ctx context.Context, n Node, path string) error {
 // when no node holds it.
 func (c *Cluster) exportImage(ctx context.Context, nodes []Node, ref string) (string, error) {
 	for _, n := range nodes {
-		has, err := n.hasImage(ctx, ref)
+		has, err := n.HasImage(ctx, ref)
 		if err != nil || !has {
 			continue
 		}

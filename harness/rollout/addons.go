@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
@@ -94,4 +95,76 @@ func waitAddons(ctx context.Context, c *cluster.Cluster, refs []string) error {
 		return proxyDone && dnsDone, fmt.Sprintf("kube-proxy %d updated, %d available of %d; CoreDNS %d updated, %d available of %d",
 			st.UpdatedNumberScheduled, st.NumberAvailable, st.DesiredNumberScheduled, d.Status.UpdatedReplicas, d.Status.AvailableReplicas, replicas), nil
 	})
+}
+
+// runningAddons are the images kube-proxy and CoreDNS run now.
+func runningAddons(ctx context.Context, c *cluster.Cluster) (proxy, dns string, err error) {
+	cs, err := c.Client()
+	if err != nil {
+		return "", "", err
+	}
+	ds, err := cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+	if err != nil {
+		return "", "", fmt.Errorf("failed to read kube-proxy's DaemonSet: %w", err)
+	}
+	d, err := cs.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
+	if err != nil {
+		return "", "", fmt.Errorf("failed to read CoreDNS's Deployment: %w", err)
+	}
+	return ds.Spec.Template.Spec.Containers[0].Image, d.Spec.Template.Spec.Containers[0].Image, nil
+}
+
+// giveRunningAddons gives node the images kube-proxy and CoreDNS run now,
+// from their host tars, and says whether it then holds kube-proxy's. An
+// image with no tar here is left to the node's kubelet (a given node
+// image's version): copying it node to node is what failed for joiners.
+func giveRunningAddons(ctx context.Context, c *cluster.Cluster, node cluster.Node, tars map[string]string) (bool, error) {
+	proxy, dns, err := runningAddons(ctx, c)
+	if err != nil {
+		return false, err
+	}
+	var refs []string
+	for _, ref := range []string{proxy, dns} {
+		if _, ok := tars[ref]; ok {
+			refs = append(refs, ref)
+		}
+	}
+	if err := c.ShareImages(ctx, []cluster.Node{node}, tars, refs...); err != nil {
+		return false, err
+	}
+	return node.HasImage(ctx, proxy)
+}
+
+// waitNodeProxy waits until node's kube-proxy Pod is Ready: Services
+// reach their endpoints from it (an apiserver calling a webhook, say).
+func waitNodeProxy(ctx context.Context, c *cluster.Cluster, node cluster.Node) error {
+	cs, err := c.Client()
+	if err != nil {
+		return err
+	}
+	return wait.For(ctx, "rollout/node-proxy", "kube-proxy Ready on "+node.Name, func(ctx context.Context) (bool, string, error) {
+		pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-proxy", FieldSelector: "spec.nodeName=" + node.Name})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		for _, p := range pods.Items {
+			for _, cond := range p.Status.Conditions {
+				if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+					return true, "", nil
+				}
+			}
+			return false, fmt.Sprintf("%s: %s", p.Name, podWaiting(&p)), nil
+		}
+		return false, "no kube-proxy Pod on it yet", nil
+	})
+}
+
+// podWaiting says why a Pod's containers are not running, or its phase.
+func podWaiting(p *corev1.Pod) string {
+	for _, st := range p.Status.ContainerStatuses {
+		if w := st.State.Waiting; w != nil {
+			return w.Reason + ": " + w.Message
+		}
+	}
+	return string(p.Status.Phase)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
@@ -178,11 +180,9 @@ func Rollback(ctx context.Context, c *cluster.Cluster, in RollbackInput) error {
 }
 
 // planSurge checks the move, then has the cluster start its new nodes
-// from To's node image, and gives the addon phase the host tars of To's
-// images where skewer builds them (its own build, or one around a
-// vendor's release): none for a node image given as it is, or one only
-// taken from this machine (--image-source=local), whose pieces may not
-// be here.
+// from To's node image, and gives the joiners and the addon phase the
+// host tars of the images of To and of the versions the control planes
+// run now (hostTars).
 func planSurge(ctx context.Context, c *cluster.Cluster, in RollInput, images *nodeimage.Resolver) ([]Action, error) {
 	sin := SurgeInput{To: in.To, PauseAfter: in.PauseAfter}
 	if _, err := Surge(ctx, c, sin); err != nil {
@@ -191,15 +191,37 @@ func planSurge(ctx context.Context, c *cluster.Cluster, in RollInput, images *no
 	if err := useNodeImage(ctx, c, images, in.To); err != nil {
 		return nil, err
 	}
-	_, release := images.Releases[in.To]
-	if images.CheckInPlace(in.To) == nil && (images.Source != nodeimage.SourceLocal || release) {
-		art, err := images.Artifacts(ctx, in.To)
+	now, err := NodeVersions(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if sin.ImageTars, err = hostTars(ctx, images, append(slices.Collect(maps.Values(now)), in.To)...); err != nil {
+		return nil, err
+	}
+	return Surge(ctx, c, sin)
+}
+
+// hostTars are the host tars, by the image each holds, of the images of
+// each of versions that skewer builds here (its own build, or one around
+// a vendor's release): none for a node image given as it is, or one only
+// taken from this machine (--image-source=local), whose pieces may not be
+// here.
+func hostTars(ctx context.Context, images *nodeimage.Resolver, versions ...version.Version) (map[string]string, error) {
+	tars := map[string]string{}
+	done := map[version.Version]bool{}
+	for _, v := range versions {
+		_, release := images.Releases[v]
+		if done[v] || images.CheckInPlace(v) != nil || (images.Source == nodeimage.SourceLocal && !release) {
+			continue
+		}
+		done[v] = true
+		art, err := images.Artifacts(ctx, v)
 		if err != nil {
 			return nil, err
 		}
-		sin.ImageTars = art.Tars
+		maps.Copy(tars, art.Tars)
 	}
-	return Surge(ctx, c, sin)
+	return tars, nil
 }
 
 // useNodeImage resolves v's node image and has the cluster start its

@@ -28,9 +28,14 @@ type SurgeInput struct {
 	// finds one more than it began with: the surplus not at To is drained
 	// and removed rather than replaced.
 	ControlPlanes int
-	// ImageTars are host tars of To's images, by reference, where they
-	// were built here: a complete surge gives the nodes kubeadm's addons
-	// from them. Without one, an image is copied from a node that holds it.
+	// ImageTars are host tars of images, by reference, of the versions
+	// the surge moves between, where they were built here. Each joiner
+	// gets the images kube-proxy and CoreDNS run at the moment from them
+	// (its node image holds its own version's, the addons stay at the
+	// older one until the end), and a complete surge gives every node
+	// To's for kubeadm's addon phase. Without one, a joiner's addon image
+	// is left to its kubelet, and the addon phase copies it from a node
+	// that holds it.
 	ImageTars map[string]string
 }
 
@@ -79,7 +84,7 @@ func Surge(ctx context.Context, c *cluster.Cluster, in SurgeInput) ([]Action, er
 		old, complete = old[:in.PauseAfter], false
 	}
 	for _, name := range old {
-		actions = append(actions, replace(name, in.To)...)
+		actions = append(actions, replace(name, in.To, in.ImageTars)...)
 	}
 	if complete && !in.AllowDowngrade {
 		actions = append(actions, upgradeAddons(in.To, in.ImageTars))
@@ -123,21 +128,17 @@ func toMove(ctx context.Context, c *cluster.Cluster, to version.Version, allowDo
 	return old, len(versions), nil
 }
 
-// replace is the surge of one control plane.
-func replace(oldName string, target version.Version) []Action {
+// replace is the surge of one control plane; tars are the host's image
+// tars the joiner's addon images come from (SurgeInput.ImageTars).
+func replace(oldName string, target version.Version, tars map[string]string) []Action {
 	var added cluster.Node // set by the first action, read by the rest
+	var proxied bool       // the joiner holds the image kube-proxy runs
 	actions := []Action{
 		Do(fmt.Sprintf("start a %s control-plane node to replace %s", target, oldName), func(ctx context.Context, c *cluster.Cluster) error {
 			n, err := StartControlPlane(ctx, c, target)
 			added = n
 			return err
 		}),
-		// Not yet: giving the joiner the other version's kube-proxy and
-		// CoreDNS (commit 9fddee3's step, through cluster.ShareImages)
-		// failed every time for the second joiner of certify's window two
-		// (ctr import exits 1 with no message; docs/status.md Next 2g).
-		// Until then a joiner's kube-proxy waits for the addon phase at
-		// the end of the surge.
 		Do("join the new node with kubeadm", func(ctx context.Context, c *cluster.Cluster) error {
 			member, err := joinedMember(ctx, c, added)
 			if err != nil {
@@ -145,8 +146,19 @@ func replace(oldName string, target version.Version) []Action {
 			}
 			return JoinControlPlane(ctx, c, member, added)
 		}),
+		// After the join, not before: commit 9fddee3 gave them between the
+		// node's start and its join, and the import failed with no message
+		// for the second joiner of a window, every try (docs/status.md).
+		Do("give the new node the images kube-proxy and CoreDNS run", func(ctx context.Context, c *cluster.Cluster) error {
+			var err error
+			proxied, err = giveRunningAddons(ctx, c, added, tars)
+			return err
+		}),
 		Do("wait for the new node Ready and its apiserver at "+target.String(), func(ctx context.Context, c *cluster.Cluster) error {
-			return waitControlPlane(ctx, c, added, target)
+			if err := waitControlPlane(ctx, c, added, target); err != nil || !proxied {
+				return err
+			}
+			return waitNodeProxy(ctx, c, added)
 		}),
 		Do("add the new node to the load balancer", func(ctx context.Context, c *cluster.Cluster) error {
 			return syncLoadBalancer(ctx, c)

@@ -37,6 +37,9 @@ var budgets = map[string]Budget{
 	// kube-proxy updated on every node and CoreDNS rolled out after
 	// kubeadm's addon phase (their images already on the nodes).
 	"rollout/addons": {Timeout: 3 * time.Minute, Interval: time.Second},
+	// A joiner's kube-proxy Ready once it holds the image: the kubelet
+	// retries a failed pull with a backoff that doubles from 10 s.
+	"rollout/node-proxy": {Timeout: 3 * time.Minute, Interval: time.Second},
 	// A new worker's Node Ready with its kubelet at the version.
 	"rollout/worker-ready": {Timeout: 3 * time.Minute, Interval: time.Second},
 	// A new control plane's apiserver at the version, its /readyz ok and
