@@ -81,6 +81,33 @@ func TestJudgeMerges(t *testing.T) {
 	}
 }
 
+// A check that fails once the run was interrupted was cut short, not
+// failed: skipped, with what it said kept as evidence. What failed
+// before the interrupt stays failed, and a pass stays a pass.
+func TestInterruptedChecksAreSkipped(t *testing.T) {
+	stopped := false
+	r := &run{in: input(t), out: io.Discard, cutShort: func() bool { return stopped }}
+	r.judge(certify.Verdict{ID: "rollout.versions", Outcome: certify.Fail, Reason: "one at v1.35.4"})
+	r.judge(certify.Verdict{ID: "rollout.membership", Outcome: certify.Pass, Evidence: []string{"three members"}})
+	stopped = true
+	r.judge(certify.Verdict{ID: "rollout.versions", Outcome: certify.Fail, Reason: "context canceled"})
+	r.judge(certify.Verdict{ID: "rollout.membership", Outcome: certify.Fail, Reason: "context canceled"})
+	r.judge(certify.Verdict{ID: "mvp.route.verbs", Outcome: certify.Fail, Reason: "context canceled"})
+	if got := r.verdicts["rollout.versions"]; got.Outcome != certify.Fail || got.Reason != "one at v1.35.4" {
+		t.Errorf("failed before the interrupt: %+v", got)
+	}
+	if got := r.verdicts["rollout.membership"]; got.Outcome != certify.Pass {
+		t.Errorf("passed before the interrupt: %+v", got)
+	}
+	got := r.verdicts["mvp.route.verbs"]
+	if got.Outcome != certify.Skipped || !strings.Contains(got.Reason, "interrupted") || !slices.Contains(got.Evidence, "cut short: context canceled") {
+		t.Errorf("cut short: %+v", got)
+	}
+	if err := got.Validate(); err != nil {
+		t.Error(err)
+	}
+}
+
 // A run with nothing selected makes no cluster and skips every promise
 // with its reason; the results still validate. Every promise is left out
 // by --skip but one that no run judges (--only): found, not named -

@@ -61,6 +61,10 @@ type run struct {
 	// the edges kept, in order.
 	scraping bool
 	scrapes  int
+	// cutShort says, while the transitions run, whether the run was
+	// interrupted: a check that fails after it was cut short, not by
+	// what it judges.
+	cutShort func() bool
 }
 
 // readComponents records what every node runs now, as read at when. It
@@ -81,6 +85,9 @@ func (r *run) readComponents(ctx context.Context, when string) {
 // judge keeps a verdict, merged with one already there: a failure stays a
 // failure, a waiver outweighs a pass.
 func (r *run) judge(v certify.Verdict) {
+	if v.Outcome == certify.Fail && r.cutShort != nil && r.cutShort() {
+		v = interrupted(v, "cut short: "+v.Reason)
+	}
 	v = r.in.Waivers.Apply(v, r.in.Strict)
 	if r.verdicts == nil {
 		r.verdicts = map[certify.ID]certify.Verdict{}
@@ -94,6 +101,14 @@ func (r *run) judge(v certify.Verdict) {
 	}
 	fmt.Fprintf(r.out, "  %s %s%s\n", v.ID, v.Outcome, map[bool]string{true: ": " + v.Reason}[v.Reason != ""])
 	r.verdicts[v.ID] = v
+}
+
+// interrupted is v unjudged because the run was interrupted (Ctrl-C): a
+// promise an interrupted run did not get to, or whose check the interrupt
+// cut short, is skipped, not failed; the results say they are incomplete.
+func interrupted(v certify.Verdict, evidence ...string) certify.Verdict {
+	return certify.Verdict{ID: v.ID, Outcome: certify.Skipped, Reason: "the run was interrupted before this promise was judged",
+		Evidence: append(evidence, v.Evidence...)}
 }
 
 var weight = map[certify.Outcome]int{certify.Skipped: 0, certify.Pass: 1, certify.Waived: 2, certify.Fail: 3}
@@ -148,7 +163,9 @@ func (r *run) judgeAll(ctx context.Context) {
 	}
 	var err error
 	if wanted {
+		r.cutShort = func() bool { return ctx.Err() != nil }
 		err = r.transitions(ctx)
+		r.cutShort = nil
 		if r.monitor != nil {
 			meant := Meant(r.phases, r.restarts)
 			var auditLogs []string
@@ -187,6 +204,10 @@ func (r *run) judgeAll(ctx context.Context) {
 		}
 		if v.Outcome == certify.Skipped {
 			r.judge(v)
+			continue
+		}
+		if ctx.Err() != nil {
+			r.judge(interrupted(v))
 			continue
 		}
 		reason := "the run ended before this check"

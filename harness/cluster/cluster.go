@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	kind "sigs.k8s.io/kind/pkg/cluster"
 
+	"github.com/skewer-k8s/skewer/internal/docker"
 	"github.com/skewer-k8s/skewer/internal/run"
 )
 
@@ -200,12 +201,18 @@ func (c *Cluster) APIServerClient(ctx context.Context, node Node) (*kubernetes.C
 	return kubernetes.NewForConfig(cfg)
 }
 
-// ExportLogs writes node logs (kind's export) and every apiserver's audit
-// log under dir.
+// ExportLogs writes node logs (kind's export), the load balancer's (each
+// connection's backend: kind's export leaves it out) and every
+// apiserver's audit log under dir.
 func (c *Cluster) ExportLogs(ctx context.Context, dir string) error {
 	var errs []error
 	if err := c.provider.CollectLogs(c.Name, filepath.Join(dir, "logs")); err != nil {
 		errs = append(errs, fmt.Errorf("failed to export node logs: %w", err))
+	}
+	if lb, err := c.LoadBalancer(ctx); err == nil {
+		if err := docker.Logs(ctx, lb.Name, filepath.Join(dir, "logs", lb.Name+".log")); err != nil {
+			errs = append(errs, fmt.Errorf("failed to export the load balancer's log: %w", err))
+		}
 	}
 	auditSrc := filepath.Join(c.Dir, "audit")
 	if _, err := os.Stat(auditSrc); err == nil {

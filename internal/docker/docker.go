@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -92,6 +93,19 @@ func ImportFiles(ctx context.Context, ref string, files map[string]string, chang
 // Save writes ref as a docker-archive tar to path.
 func Save(ctx context.Context, ref, path string) error {
 	return run.Command("docker", "save", "-o", path, ref).Run(ctx)
+}
+
+// Logs writes what container wrote to its stdout and stderr, each line
+// with docker's timestamp, to the file at path.
+func Logs(ctx context.Context, container, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	cmd := run.Command("docker", "logs", "--timestamps", container)
+	cmd.Log = f
+	return cmd.Run(ctx)
 }
 
 // Tag adds target as a name of src.
