@@ -20,6 +20,7 @@ import (
 	"github.com/skewer-k8s/skewer/harness/sidecarchecks"
 	"github.com/skewer-k8s/skewer/harness/traffic"
 	"github.com/skewer-k8s/skewer/harness/version"
+	"github.com/skewer-k8s/skewer/internal/docker"
 )
 
 // run is one strategy's cluster, its timeline and its verdicts.
@@ -82,13 +83,19 @@ func (r *run) readComponents(ctx context.Context, when string) {
 	r.components[when] = comps
 }
 
-// judge keeps a verdict, merged with one already there: a failure stays a
+// judge keeps a verdict, its waiver applied, merged with one already there: a failure stays a
 // failure, a waiver outweighs a pass.
 func (r *run) judge(v certify.Verdict) {
 	if v.Outcome == certify.Fail && r.cutShort != nil && r.cutShort() {
 		v = interrupted(v, "cut short: "+v.Reason)
 	}
-	v = r.in.Waivers.Apply(v, r.in.Strict)
+	r.keep(r.in.Waivers.Apply(v, r.in.Strict))
+}
+
+// keep merges v into the verdicts as it is, with no waiver: a promise
+// the run never got to judge failed for want of proof, and no waiver of
+// a behaviour seen covers that.
+func (r *run) keep(v certify.Verdict) {
 	if r.verdicts == nil {
 		r.verdicts = map[certify.ID]certify.Verdict{}
 	}
@@ -194,7 +201,14 @@ func (r *run) judgeAll(ctx context.Context) {
 		}
 		if r.c != nil && !r.in.Retain {
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
-			_ = r.phase(dctx, "delete the cluster", func(ctx context.Context) error { return r.c.Delete(ctx, false) })
+			_ = r.phase(dctx, "delete the cluster", func(ctx context.Context) error {
+				err := r.c.Delete(ctx, false)
+				if err != nil && docker.Ping(ctx) != nil {
+					// Docker restarts the node containers when it is back.
+					return fmt.Errorf("Docker does not answer, so the cluster's containers are left: once it is back, delete them with `skewer down --name %s`: %w", r.c.Name, err)
+				}
+				return err
+			})
 			cancel()
 		}
 	}
@@ -214,7 +228,7 @@ func (r *run) judgeAll(ctx context.Context) {
 		if err != nil {
 			reason += ": " + err.Error()
 		}
-		r.judge(certify.Verdict{ID: v.ID, Outcome: certify.Fail, Reason: reason})
+		r.keep(certify.Verdict{ID: v.ID, Outcome: certify.Fail, Reason: reason})
 	}
 }
 

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	kind "sigs.k8s.io/kind/pkg/cluster"
+	kindexec "sigs.k8s.io/kind/pkg/exec"
 
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/harness/version"
@@ -90,6 +92,10 @@ func Create(ctx context.Context, s *Spec, resolve ImageResolver, o Options) (*Cl
 		return nil, ctx.Err()
 	}
 	if err != nil {
+		// kind's error names the command; what the command said is apart.
+		if re := kindexec.RunErrorForError(err); re != nil && len(re.Output) > 0 {
+			err = fmt.Errorf("%w: %s", err, strings.TrimSpace(string(re.Output)))
+		}
 		err = fmt.Errorf("failed to create cluster %q: %w", s.Name, err)
 		if !o.Retain {
 			if derr := c.Delete(context.WithoutCancel(ctx), true); derr != nil {
