@@ -159,7 +159,13 @@ func (m *Monitor) readKubeletErrors(i int, node string, at time.Time) {
 		m.setLogs(i, []string{"(the kubelet's log could not be read: " + err.Error() + ")"})
 		return
 	}
-	m.setLogs(i, kubeletErrors(out, kubeletErrorLines))
+	errs := kubeletErrors(out, kubeletErrorLines)
+	m.setLogs(i, errs)
+	conns, err := m.readConnections(ctx, node, errs, at)
+	if err != nil {
+		conns = []string{"(the load balancer's log could not be read: " + err.Error() + ")"}
+	}
+	m.setConnections(i, conns)
 }
 
 // kubeletErrors returns the last n error lines of a kubelet's log, each

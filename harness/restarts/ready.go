@@ -58,17 +58,27 @@ func StayReady(seen []Event, meant func(Event) bool, auditLogs []string) certify
 		return certify.Verdict{ID: id, Outcome: certify.Pass,
 			Evidence: append([]string{fmt.Sprintf("no node left Ready but one a step acted on (%d did)", len(expected))}, evidence...)}
 	}
+	// The nodes a step acted on: an apiserver being upgraded or faulted.
+	acted := map[string]bool{}
+	for _, e := range seen {
+		if meant(e) {
+			acted[e.Node] = true
+		}
+	}
 	requests, err := requestsBefore(auditLogs, unexpected)
 	var causes, lines []string
 	for _, e := range unexpected {
 		cause, why := certify.UnknownCause, "its kubelet's requests could not be read: "+fmt.Sprint(err)
 		if err == nil {
-			cause, why = whyNotReady(e, requests)
+			cause, why = whyNotReady(e, requests, acted)
 		}
 		causes = append(causes, cause)
 		lines = append(lines, e.String()+"; "+why)
 		for _, l := range e.Logs {
 			lines = append(lines, "  its kubelet: "+l)
+		}
+		for _, c := range e.Connections {
+			lines = append(lines, "  through the load balancer, on: "+c)
 		}
 	}
 	return certify.Verdict{ID: id, Outcome: certify.Fail, Causes: causes, Evidence: append(lines, evidence...),
@@ -121,8 +131,8 @@ func requestsBefore(paths []string, events []Event) ([]request, error) {
 }
 
 // whyNotReady gives the cause of e from the requests around it: its
-// kubelet's, and everyone's.
-func whyNotReady(e Event, requests []request) (cause, why string) {
+// kubelet's, and everyone's; acted are the nodes a step acted on.
+func whyNotReady(e Event, requests []request, acted map[string]bool) (cause, why string) {
 	user := "system:node:" + e.Node
 	from := e.Time.Add(-beforeNotReady)
 	var mine []request
@@ -139,8 +149,8 @@ func whyNotReady(e Event, requests []request) (cause, why string) {
 	}
 	failed := mine[first:]
 	if len(failed) == 0 {
-		return certify.UnknownCause, fmt.Sprintf("its kubelet's %d request(s) in the %s before did not fail at any apiserver", len(mine), beforeNotReady) +
-			kubeletSaw(e.Logs)
+		said := fmt.Sprintf("its kubelet's %d request(s) in the %s before did not fail at any apiserver", len(mine), beforeNotReady) + kubeletSaw(e.Logs)
+		return stuckUnlogged(e, requests, acted, said)
 	}
 	at := map[string]int{}
 	codes := map[string]int{}
@@ -192,6 +202,53 @@ func counted(m map[string]int) string {
 	}
 	return strings.Join(out, ", ")
 }
+
+// stuckUnlogged names the cause of e when no apiserver logged its
+// kubelet's failing requests: stuck-on-one-apiserver when its kubelet
+// saw them time out, every connection of its node through the load
+// balancer was on the apiserver of one node a step acted on (upgraded in
+// place: its etcd member down, then the apiserver itself restarted before
+// it ended them), and the other apiservers served other clients
+// meanwhile. Otherwise the cause is unknown, and said says what was seen.
+func stuckUnlogged(e Event, requests []request, acted map[string]bool, said string) (cause, why string) {
+	backends := map[string]bool{}
+	for _, c := range e.Connections {
+		if name, _, ok := strings.Cut(c, " since "); ok {
+			backends[name] = true
+		}
+	}
+	if len(backends) == 0 {
+		return certify.UnknownCause, said + "; the load balancer's log names no connection of the node open then"
+	}
+	var stuck string
+	for b := range backends {
+		stuck = b
+	}
+	timedOut := strings.Contains(kubeletSaw(e.Logs), "timed out")
+	switch {
+	case len(backends) > 1:
+		return certify.UnknownCause, said + "; its connections through the load balancer were on more than one apiserver"
+	case !acted[stuck]:
+		return certify.UnknownCause, said + "; its connections through the load balancer were all on " + stuck + ", a node no step acted on"
+	case !timedOut:
+		return certify.UnknownCause, said + "; its connections were all on " + stuck + ", but its kubelet logged no timeout"
+	}
+	served := map[string]int{}
+	for _, r := range requests {
+		if r.server != stuck && !r.failed() && !r.received.Before(e.Time.Add(-nodeGrace)) && !r.received.After(e.Time) {
+			served[r.server]++
+		}
+	}
+	if len(served) == 0 {
+		return certify.UnknownCause, said + "; its connections were all on " + stuck + ", and no other apiserver served anyone meanwhile"
+	}
+	return CauseStuckOnOneAPIServer, said + "; its connections through the load balancer were all on the apiserver of " + stuck +
+		" (a node a step acted on), which logged none of them; meanwhile the others served other clients (" + counted(served) + ")"
+}
+
+// nodeGrace is the node monitor's grace period (since v1.32): how long a
+// node's kubelet went unheard before it was marked not Ready.
+const nodeGrace = 50 * time.Second
 
 // kubeletFailures are the shapes of failure a kubelet's error lines name,
 // by what they say.

@@ -69,8 +69,13 @@ type Event struct {
 	// OOMKilled, StartError, killed, exited, KubeletNotReady, ...
 	Reason  string `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
-	// Logs are the last lines the previous instance wrote.
+	// Logs are the last lines the previous instance wrote; for a node
+	// that left Ready, its kubelet's last error lines.
 	Logs []string `json:"logs,omitempty"`
+	// Connections are, for a node that left Ready, the apiservers its
+	// connections through the load balancer were on then ("NODE since
+	// 15:04:05"), read from the load balancer's log.
+	Connections []string `json:"connections,omitempty"`
 }
 
 func (e Event) String() string {
@@ -305,6 +310,13 @@ func (m *Monitor) setLogs(i int, lines []string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.seen[i].Logs = lines
+}
+
+// setConnections attaches what the load balancer says of event i's node.
+func (m *Monitor) setConnections(i int, conns []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seen[i].Connections = conns
 }
 
 // comparePods records every container of after whose restart count rose
