@@ -210,7 +210,7 @@ func (c *Cluster) ExportLogs(ctx context.Context, dir string) error {
 		errs = append(errs, fmt.Errorf("failed to export node logs: %w", err))
 	}
 	if lb, err := c.LoadBalancer(ctx); err == nil {
-		if err := docker.Logs(ctx, lb.Name, filepath.Join(dir, "logs", lb.Name+".log")); err != nil {
+		if err := writeLogs(ctx, lb.Name, filepath.Join(dir, "logs", lb.Name+".log")); err != nil {
 			errs = append(errs, fmt.Errorf("failed to export the load balancer's log: %w", err))
 		}
 	}
@@ -221,6 +221,16 @@ func (c *Cluster) ExportLogs(ctx context.Context, dir string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// writeLogs writes container's log to the file at path.
+func writeLogs(ctx context.Context, container, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return docker.Logs(ctx, container, f)
 }
 
 // Summary is one kind cluster on this machine.

@@ -14,48 +14,51 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/skewer-k8s/skewer/internal/run"
+	"github.com/skewer-k8s/skewer/internal/docker"
 )
 
 // lbConn is a line of skewer's load-balancer stand-in about one
 // connection (docker logs --timestamps): "<time> <its own time> conn
 // FROM:PORT -> TO:PORT opened" or "... closed after ...".
-var lbConn = regexp.MustCompile(`^(\S+) .* conn (\S+):\d+ -> (\S+):\d+ (opened|closed)`)
+var lbConn = regexp.MustCompile(`^(\S+) .* conn ((\S+):\d+) -> (\S+):\d+ (opened|closed)`)
+
+// conn is one connection through the load balancer: the backend address
+// it is on, and when it opened.
+type conn struct {
+	to     string
+	opened time.Time
+}
+
+func (c conn) String() string { return c.to + " since " + c.opened.UTC().Format("15:04:05") }
 
 // openAt reads a load balancer's log and returns, of the connections
-// from the address from still open at t, the backend address each is on
-// and when it opened, in the order they opened.
-func openAt(log, from string, t time.Time) []string {
-	type conn struct {
-		to     string
-		opened time.Time
-	}
-	open := map[string]conn{}
+// from the address from still open at t, each one's backend and when it
+// opened, in the order they opened.
+func openAt(log, from string, t time.Time) []conn {
+	open := map[string]conn{} // by FROM:PORT, unique while open
 	var order []string
 	sc := bufio.NewScanner(strings.NewReader(log))
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() {
-		line := sc.Text()
-		m := lbConn.FindStringSubmatch(line)
-		if m == nil || m[2] != from {
+		m := lbConn.FindStringSubmatch(sc.Text())
+		if m == nil || m[3] != from {
 			continue
 		}
 		at, err := time.Parse(time.RFC3339Nano, m[1])
 		if err != nil || at.After(t) {
 			continue
 		}
-		route := strings.Fields(line[strings.Index(line, " conn ")+6:])[0] // FROM:PORT, unique while open
-		if m[4] == "opened" {
-			open[route] = conn{m[3], at}
+		if route := m[2]; m[5] == "opened" {
+			open[route] = conn{m[4], at}
 			order = append(order, route)
 		} else {
 			delete(open, route)
 		}
 	}
-	var out []string
+	var out []conn
 	for _, r := range order {
 		if c, ok := open[r]; ok {
-			out = append(out, c.to+" since "+c.opened.UTC().Format("15:04:05"))
+			out = append(out, c)
 			delete(open, r)
 		}
 	}
@@ -111,21 +114,16 @@ func (m *Monitor) readConnections(ctx context.Context, node string, errors []str
 	if from == "" {
 		return nil, fmt.Errorf("no InternalIP for %s", node)
 	}
-	var logged bytes.Buffer // the stand-in writes to its stderr
-	cmd := run.Command("docker", "logs", "--timestamps", lb)
-	cmd.Log = &logged
-	if err := cmd.Run(ctx); err != nil {
+	var logged bytes.Buffer
+	if err := docker.Logs(ctx, lb, &logged); err != nil {
 		return nil, err
 	}
-	log := logged.String()
 	var out []string
-	for _, c := range openAt(log, from, at) {
-		ip, since, _ := strings.Cut(c, " since ")
-		name := names[ip]
-		if name == "" {
-			name = ip
+	for _, c := range openAt(logged.String(), from, at) {
+		if name := names[c.to]; name != "" {
+			c.to = name
 		}
-		out = append(out, name+" since "+since)
+		out = append(out, c.String())
 	}
 	sort.Strings(out)
 	return out, nil

@@ -25,12 +25,19 @@ const lbLog = `2026-12-03T14:21:40.002281731Z 2026/12/03 14:21:40.002126 conn 17
 
 func TestOpenAt(t *testing.T) {
 	at := time.Date(2026, 12, 3, 14, 31, 17, 0, time.UTC)
-	got := openAt(lbLog, "172.18.0.4", at)
+	said := func(cs []conn) []string {
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.String())
+		}
+		return out
+	}
+	got := said(openAt(lbLog, "172.18.0.4", at))
 	want := []string{"172.18.0.5 since 14:21:40", "172.18.0.5 since 14:21:53", "172.18.0.5 since 14:28:57"}
 	if !slices.Equal(got, want) {
 		t.Errorf("open at 14:31:17: %q, want %q", got, want)
 	}
-	if got := openAt(lbLog, "172.18.0.4", at.Add(time.Minute)); !slices.Equal(got, []string{"172.18.0.5 since 14:21:40", "172.18.0.5 since 14:21:53", "172.18.0.6 since 14:31:32"}) {
+	if got := said(openAt(lbLog, "172.18.0.4", at.Add(time.Minute))); !slices.Equal(got, []string{"172.18.0.5 since 14:21:40", "172.18.0.5 since 14:21:53", "172.18.0.6 since 14:31:32"}) {
 		t.Errorf("open at 14:32:17: %q", got)
 	}
 	lines := []string{`E1203 14:30:23.452334     286 controller.go:251] "Failed to update lease" err="Put \"https://skewer-vendor-in-place-external-load-balancer:6443/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/w?timeout=10s\": net/http: request canceled (Client.Timeout exceeded while awaiting headers)"`}

@@ -224,7 +224,7 @@ func stuckUnlogged(e Event, requests []request, acted map[string]bool, said stri
 	for b := range backends {
 		stuck = b
 	}
-	timedOut := strings.Contains(kubeletSaw(e.Logs), "timed out")
+	timedOut := kubeletShapes(e.Logs)["timed out"] > 0
 	switch {
 	case len(backends) > 1:
 		return certify.UnknownCause, said + "; its connections through the load balancer were on more than one apiserver"
@@ -263,9 +263,9 @@ var kubeletFailures = []struct{ shape, says string }{
 	{"no route", "no route to host"},
 }
 
-// kubeletSaw tallies the failures a kubelet's error lines name: where no
-// apiserver logged its requests, what the kubelet itself saw of them.
-func kubeletSaw(lines []string) string {
+// kubeletShapes tallies the failures a kubelet's error lines name, by
+// shape.
+func kubeletShapes(lines []string) map[string]int {
 	shapes := map[string]int{}
 	for _, l := range lines {
 		for _, f := range kubeletFailures {
@@ -275,6 +275,13 @@ func kubeletSaw(lines []string) string {
 			}
 		}
 	}
+	return shapes
+}
+
+// kubeletSaw says what a kubelet's error lines name of its requests:
+// where no apiserver logged them, what the kubelet itself saw.
+func kubeletSaw(lines []string) string {
+	shapes := kubeletShapes(lines)
 	if len(shapes) == 0 {
 		return fmt.Sprintf("; its kubelet logged %d error line(s) naming no request failure", len(lines))
 	}

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/version"
@@ -149,7 +150,7 @@ func restartPullBackOff(ctx context.Context, c *cluster.Cluster, node cluster.No
 	if err != nil {
 		return err
 	}
-	pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-proxy", FieldSelector: "spec.nodeName=" + node.Name})
+	pods, err := nodeProxies(ctx, cs, node)
 	if err != nil {
 		return fmt.Errorf("failed to list kube-proxy on %s: %w", node.Name, err)
 	}
@@ -173,7 +174,7 @@ func waitNodeProxy(ctx context.Context, c *cluster.Cluster, node cluster.Node) e
 		return err
 	}
 	return wait.For(ctx, "rollout/node-proxy", "kube-proxy Ready on "+node.Name, func(ctx context.Context) (bool, string, error) {
-		pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-proxy", FieldSelector: "spec.nodeName=" + node.Name})
+		pods, err := nodeProxies(ctx, cs, node)
 		if err != nil {
 			return false, err.Error(), nil
 		}
@@ -187,6 +188,11 @@ func waitNodeProxy(ctx context.Context, c *cluster.Cluster, node cluster.Node) e
 		}
 		return false, "no kube-proxy Pod on it yet", nil
 	})
+}
+
+// nodeProxies are the kube-proxy Pods on node.
+func nodeProxies(ctx context.Context, cs kubernetes.Interface, node cluster.Node) (*corev1.PodList, error) {
+	return cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-proxy", FieldSelector: "spec.nodeName=" + node.Name})
 }
 
 // podWaiting says why a Pod's containers are not running, or its phase.

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -96,15 +95,10 @@ func Save(ctx context.Context, ref, path string) error {
 }
 
 // Logs writes what container wrote to its stdout and stderr, each line
-// with docker's timestamp, to the file at path.
-func Logs(ctx context.Context, container, path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
+// with docker's timestamp, to w.
+func Logs(ctx context.Context, container string, w io.Writer) error {
 	cmd := run.Command("docker", "logs", "--timestamps", container)
-	cmd.Log = f
+	cmd.Log = w
 	return cmd.Run(ctx)
 }
 
