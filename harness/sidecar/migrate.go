@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -27,37 +28,19 @@ type Target struct{ Namespace, Name string }
 
 func (t Target) String() string { return t.Namespace + "/" + t.Name }
 
-// StopConditions end a migration when a batch breaches any of them.
-type StopConditions struct {
-	// ReadyWithin bounds the time a batch's Deployments take to finish
-	// their rollout.
-	ReadyWithin time.Duration
-	// MaxRestarts bounds the container restarts of a batch's new Pods.
-	MaxRestarts int32
-}
-
-// Validate refuses stop conditions every batch would breach: the zero
-// value among them.
-func (s StopConditions) Validate() error {
-	switch {
-	case s.ReadyWithin <= 0:
-		return fmt.Errorf("invalid stop conditions: ReadyWithin %s is not positive, so every batch would breach it", s.ReadyWithin)
-	case s.MaxRestarts < 0:
-		return fmt.Errorf("invalid stop conditions: MaxRestarts %d is negative, so every batch would breach it", s.MaxRestarts)
-	}
-	return nil
-}
-
 // Migration moves helper containers of Deployments to native sidecars,
 // batch by batch, stopping at the first batch that breaches a condition.
+// Batches are listed (Batches) or picked by namespace and label selector
+// (Selections, one batch each), not both.
 type Migration struct {
 	Client kubernetes.Interface
 	// Helpers names the containers to make native sidecars.
-	Helpers []string
-	Batches [][]Target
-	Stop    StopConditions
-	// Settle is how long a batch's new Pods are watched for restarts once
-	// they are ready.
+	Helpers    []string
+	Batches    [][]Target
+	Selections []Selection
+	Stop       StopConditions
+	// Settle is how long a batch's new Pods are watched for restarts and
+	// readiness failures once they are ready.
 	Settle time.Duration
 }
 
@@ -69,8 +52,10 @@ func (m *Migration) Validate() error {
 		return errors.New("invalid migration: no Client")
 	case len(m.Helpers) == 0:
 		return errors.New("invalid migration: no Helpers to make native sidecars")
-	case len(m.Batches) == 0:
-		return errors.New("invalid migration: no Batches")
+	case len(m.Batches) == 0 && len(m.Selections) == 0:
+		return errors.New("invalid migration: no Batches and no Selections")
+	case len(m.Batches) > 0 && len(m.Selections) > 0:
+		return errors.New("invalid migration: both Batches and Selections: say the batches one way")
 	case m.Settle < 0:
 		return fmt.Errorf("invalid migration: Settle %s is negative", m.Settle)
 	}
@@ -79,19 +64,32 @@ func (m *Migration) Validate() error {
 			return fmt.Errorf("invalid migration: batch %d is empty", i+1)
 		}
 	}
+	for i, sel := range m.Selections {
+		if err := sel.Validate(); err != nil {
+			return fmt.Errorf("invalid migration: selection %d: %w", i+1, err)
+		}
+	}
 	if err := m.Stop.Validate(); err != nil {
 		return fmt.Errorf("invalid migration: %w", err)
 	}
 	return nil
 }
 
-// BatchResult is what one batch did.
+// BatchResult is what one batch did and what was measured of it.
 type BatchResult struct {
 	Targets []Target
 	// Took is the time until every Deployment of the batch was rolled out.
-	Took     time.Duration
-	Restarts int32
-	// Breach says which stop condition the batch breached, if any.
+	Took time.Duration
+	// Unavailable is the worst look at the batch's replicas during its
+	// rollout.
+	Unavailable       Unavailable
+	Restarts          int32
+	ReadinessFailures int32
+	// Replaced are the Pods the batch replaced; LostLines what they lost,
+	// when the stop conditions count it.
+	Replaced  []corev1.Pod
+	LostLines int
+	// Breach says which stop conditions the batch breached, if any.
 	Breach string
 }
 
@@ -101,60 +99,24 @@ type BatchResult struct {
 // server would store of its Deployments and admit of their Pods) and
 // after it rolled out (Verify: the Pods actually admitted); a mismatch is
 // a breach naming the container and the field. An invalid migration
-// (Validate) is refused before anything changes.
+// (Validate), or selections that pick nothing, are refused before
+// anything changes.
 func (m *Migration) Run(ctx context.Context) ([]BatchResult, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
+	batches := m.Batches
+	if len(m.Selections) > 0 {
+		var err error
+		if batches, err = selectBatches(ctx, m.Client, m.Selections); err != nil {
+			return nil, err
+		}
+	}
 	var out []BatchResult
-	for _, batch := range m.Batches {
-		res := BatchResult{Targets: batch}
-		start := time.Now()
-		var drafts []*appsv1.Deployment
-		for _, t := range batch {
-			d, err := m.draft(ctx, t)
-			if err != nil {
-				return out, err
-			}
-			if err := preflight(ctx, m.Client, t, d, m.Helpers); err != nil {
-				res.Breach = "before: " + err.Error()
-				break
-			}
-			drafts = append(drafts, d)
-		}
-		if res.Breach != "" { // nothing of the batch changed
-			return append(out, res), nil
-		}
-		for i, t := range batch {
-			if _, err := m.Client.AppsV1().Deployments(t.Namespace).Update(ctx, drafts[i], metav1.UpdateOptions{}); err != nil {
-				return out, fmt.Errorf("failed to migrate %s: %w", t, err)
-			}
-		}
-		for _, t := range batch {
-			err := waitRolledOut(ctx, m.Client, t, start.Add(m.Stop.ReadyWithin))
-			if err != nil {
-				res.Breach = fmt.Sprintf("ReadyWithin %s breached: %v", m.Stop.ReadyWithin, err)
-				break
-			}
-		}
-		res.Took = time.Since(start)
-		if res.Breach == "" {
-			restarts, err := m.watchRestarts(ctx, batch)
-			if err != nil {
-				return out, err
-			}
-			res.Restarts = restarts
-			if restarts > m.Stop.MaxRestarts {
-				res.Breach = fmt.Sprintf("%d container restarts in %s, more than %d", restarts, m.Settle, m.Stop.MaxRestarts)
-			}
-		}
-		if res.Breach == "" {
-			for _, t := range batch {
-				if err := Verify(ctx, m.Client, t, m.Helpers); err != nil {
-					res.Breach = "after: " + err.Error()
-					break
-				}
-			}
+	for _, batch := range batches {
+		res, err := m.runBatch(ctx, batch)
+		if err != nil {
+			return out, err
 		}
 		out = append(out, res)
 		if res.Breach != "" {
@@ -162,6 +124,76 @@ func (m *Migration) Run(ctx context.Context) ([]BatchResult, error) {
 		}
 	}
 	return out, nil
+}
+
+// runBatch migrates one batch and measures it against the stop
+// conditions.
+func (m *Migration) runBatch(ctx context.Context, batch []Target) (BatchResult, error) {
+	res := BatchResult{Targets: batch}
+	start := time.Now()
+	var drafts []*appsv1.Deployment
+	for _, t := range batch {
+		d, err := m.draft(ctx, t)
+		if err != nil {
+			return res, err
+		}
+		if err := preflight(ctx, m.Client, t, d, m.Helpers); err != nil {
+			res.Breach = "before: " + err.Error() // nothing of the batch changed
+			return res, nil
+		}
+		drafts = append(drafts, d)
+	}
+	replaced, err := podsOf(ctx, m.Client, batch)
+	if err != nil {
+		return res, err
+	}
+	res.Replaced = replaced
+	for i, t := range batch {
+		if _, err := m.Client.AppsV1().Deployments(t.Namespace).Update(ctx, drafts[i], metav1.UpdateOptions{}); err != nil {
+			return res, fmt.Errorf("failed to migrate %s: %w", t, err)
+		}
+	}
+	res.Unavailable, err = waitRolledOut(ctx, m.Client, batch, start.Add(m.Stop.ReadyWithin))
+	res.Took = time.Since(start)
+	if err != nil {
+		res.Breach = fmt.Sprintf("ReadyWithin %s breached: %v", m.Stop.ReadyWithin, err)
+		if res.Unavailable.Replicas > m.Stop.MaxUnavailable {
+			res.Breach += fmt.Sprintf("; MaxUnavailable %d breached: %s", m.Stop.MaxUnavailable, res.Unavailable)
+		}
+		return res, nil
+	}
+	select {
+	case <-ctx.Done():
+		return res, ctx.Err()
+	case <-time.After(m.Settle):
+	}
+	fresh, err := newPods(ctx, m.Client, batch, replaced)
+	if err != nil {
+		return res, err
+	}
+	res.Restarts = restarts(fresh)
+	if res.ReadinessFailures, err = readinessFailures(ctx, m.Client, fresh); err != nil {
+		return res, err
+	}
+	if m.Stop.LostLines != nil {
+		if err := waitGone(ctx, m.Client, replaced); err != nil {
+			return res, err
+		}
+		if res.LostLines, err = m.Stop.LostLines(ctx, replaced); err != nil {
+			return res, fmt.Errorf("failed to count the lines the replaced Pods lost: %w", err)
+		}
+	}
+	if b := m.Stop.breaches(res, m.Settle); len(b) > 0 {
+		res.Breach = strings.Join(b, "; ")
+		return res, nil
+	}
+	for _, t := range batch {
+		if err := Verify(ctx, m.Client, t, m.Helpers); err != nil {
+			res.Breach = "after: " + err.Error()
+			break
+		}
+	}
+	return res, nil
 }
 
 // draft is t's Deployment migrated, not yet stored: its template recorded
@@ -278,17 +310,32 @@ func ports(spec corev1.PodSpec) []string {
 	return out
 }
 
-// waitRolledOut waits until t's Deployment has rolled out its current
-// template, or deadline passes.
-func waitRolledOut(ctx context.Context, cs kubernetes.Interface, t Target, deadline time.Time) error {
-	return wait.Within(ctx, untilDeadline(deadline), t.String()+" rolled out", func(ctx context.Context) (bool, string, error) {
-		d, err := cs.AppsV1().Deployments(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, "", err
+// waitRolledOut waits until every Deployment of batch has rolled out
+// its current template, or deadline passes, looking every half second;
+// it returns the worst look at their unavailable replicas meanwhile.
+func waitRolledOut(ctx context.Context, cs kubernetes.Interface, batch []Target, deadline time.Time) (Unavailable, error) {
+	var worst Unavailable
+	what := fmt.Sprint(batch, " rolled out")
+	budget := untilDeadline(deadline)
+	budget.Interval = min(budget.Interval, 500*time.Millisecond)
+	err := wait.Within(ctx, budget, what, func(ctx context.Context) (bool, string, error) {
+		var states []string
+		all := true
+		for _, t := range batch {
+			d, err := cs.AppsV1().Deployments(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, "", err
+			}
+			done, state := rolledOut(d)
+			all = all && done
+			states = append(states, t.String()+": "+state)
+			if u := unavailable(d); u > worst.Replicas {
+				worst = Unavailable{Target: t, Replicas: u, Of: replicas(d), At: time.Now()}
+			}
 		}
-		done, state := rolledOut(d)
-		return done, state, nil
+		return all, strings.Join(states, ", "), nil
 	})
+	return worst, err
 }
 
 // untilDeadline is the budget left to a batch. A Deployment whose turn
@@ -302,10 +349,7 @@ func untilDeadline(deadline time.Time) wait.Budget {
 // rolledOut says whether d runs its current template in every replica,
 // and if not, how far it is.
 func rolledOut(d *appsv1.Deployment) (bool, string) {
-	want := int32(1)
-	if d.Spec.Replicas != nil {
-		want = *d.Spec.Replicas
-	}
+	want := replicas(d)
 	st := d.Status
 	if st.ObservedGeneration < d.Generation {
 		return false, fmt.Sprintf("generation %d not yet observed (observed %d)", d.Generation, st.ObservedGeneration)
@@ -314,29 +358,15 @@ func rolledOut(d *appsv1.Deployment) (bool, string) {
 	return done, fmt.Sprintf("%d updated, %d available, %d total of %d", st.UpdatedReplicas, st.AvailableReplicas, st.Replicas, want)
 }
 
-// watchRestarts sums the restarts of the batch's Pods over Settle.
-func (m *Migration) watchRestarts(ctx context.Context, batch []Target) (int32, error) {
-	select {
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	case <-time.After(m.Settle):
+// replicas is what d's spec asks for.
+func replicas(d *appsv1.Deployment) int32 {
+	if d.Spec.Replicas != nil {
+		return *d.Spec.Replicas
 	}
-	var sum int32
-	for _, t := range batch {
-		d, err := m.Client.AppsV1().Deployments(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
-		if err != nil {
-			return 0, err
-		}
-		sel := metav1.FormatLabelSelector(d.Spec.Selector)
-		pods, err := m.Client.CoreV1().Pods(t.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
-		if err != nil {
-			return 0, err
-		}
-		for _, p := range pods.Items {
-			for _, st := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
-				sum += st.RestartCount
-			}
-		}
-	}
-	return sum, nil
+	return 1
+}
+
+// unavailable is how many replicas d has short of its spec's available.
+func unavailable(d *appsv1.Deployment) int32 {
+	return max(replicas(d)-d.Status.AvailableReplicas, 0)
 }

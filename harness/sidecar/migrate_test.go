@@ -62,6 +62,10 @@ func TestStopConditionsValidate(t *testing.T) {
 		{StopConditions{}, "ReadyWithin 0s is not positive"},
 		{StopConditions{ReadyWithin: -time.Second}, "ReadyWithin -1s is not positive"},
 		{StopConditions{ReadyWithin: time.Minute, MaxRestarts: -1}, "MaxRestarts -1 is negative"},
+		{StopConditions{ReadyWithin: time.Minute, MaxReadinessFailures: -1}, "MaxReadinessFailures -1 is negative"},
+		{StopConditions{ReadyWithin: time.Minute, MaxUnavailable: -1}, "MaxUnavailable -1 is negative"},
+		{StopConditions{ReadyWithin: time.Minute, MaxLostLines: -1}, "MaxLostLines -1 is negative"},
+		{StopConditions{ReadyWithin: time.Minute, MaxLostLines: 3}, "MaxLostLines 3 is set but no LostLines counts the lines"},
 	} {
 		checkError(t, tc.stop.Validate(), tc.want, "%+v.Validate()", tc.stop)
 	}
@@ -81,7 +85,10 @@ func TestMigrationValidate(t *testing.T) {
 		{"valid", func(*Migration) {}, ""},
 		{"no client", func(m *Migration) { m.Client = nil }, "no Client"},
 		{"no helpers", func(m *Migration) { m.Helpers = nil }, "no Helpers"},
-		{"no batches", func(m *Migration) { m.Batches = nil }, "no Batches"},
+		{"no batches", func(m *Migration) { m.Batches = nil }, "no Batches and no Selections"},
+		{"selections instead", func(m *Migration) { m.Batches, m.Selections = nil, []Selection{{Namespace: "a"}} }, ""},
+		{"both ways", func(m *Migration) { m.Selections = []Selection{{Namespace: "a"}} }, "both Batches and Selections"},
+		{"a selection of everything", func(m *Migration) { m.Batches, m.Selections = nil, []Selection{{Namespace: "a"}, {}} }, "selection 2: a selection needs"},
 		{"an empty batch", func(m *Migration) { m.Batches = append(m.Batches, nil) }, "batch 3 is empty"},
 		{"negative settle", func(m *Migration) { m.Settle = -time.Second }, "Settle -1s is negative"},
 		{"zero stop conditions", func(m *Migration) { m.Stop = StopConditions{} }, "ReadyWithin 0s is not positive"},
@@ -103,18 +110,66 @@ func TestRunValidatesFirst(t *testing.T) {
 }
 
 // A batch's rollout that does not finish by its deadline is a breach that
-// says what it last saw.
+// says what it last saw, and the worst look at its unavailable replicas.
 func TestWaitRolledOutSaysWhatItSaw(t *testing.T) {
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Generation: 2},
-		Status: appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 1, AvailableReplicas: 1}}
-	err := waitRolledOut(context.Background(), deploymentClient{d: d}, Target{"a", "web"}, time.Now().Add(50*time.Millisecond))
-	want := "waiting for a/web rolled out: last seen: 1 updated, 1 available, 2 total of 1"
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Generation: 2}, Spec: appsv1.DeploymentSpec{Replicas: ptr(int32(2))},
+		Status: appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 1, AvailableReplicas: 1}}
+	batch := []Target{{"a", "web"}}
+	worst, err := waitRolledOut(context.Background(), deploymentClient{d: d}, batch, time.Now().Add(50*time.Millisecond))
+	want := "waiting for [a/web] rolled out: last seen: a/web: 1 updated, 1 available, 3 total of 2"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("waitRolledOut = %v, want it to say %q", err, want)
 	}
-	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1}
-	if err := waitRolledOut(context.Background(), deploymentClient{d: d}, Target{"a", "web"}, time.Now().Add(-time.Second)); err != nil {
-		t.Errorf("waitRolledOut of a rolled-out Deployment past the deadline = %v, want one look and nil", err)
+	if worst.Replicas != 1 || worst.Of != 2 || worst.Target != batch[0] {
+		t.Errorf("worst look = %+v, want 1 of 2 of a/web", worst)
+	}
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 2}
+	worst, err = waitRolledOut(context.Background(), deploymentClient{d: d}, batch, time.Now().Add(-time.Second))
+	if err != nil || worst.Replicas != 0 {
+		t.Errorf("waitRolledOut of a rolled-out Deployment past the deadline = %+v, %v, want one look, none unavailable and nil", worst, err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// A batch breaches every condition it exceeds, each saying what it saw;
+// at the bound it breaches none.
+func TestBreaches(t *testing.T) {
+	count := func(context.Context, []corev1.Pod) (int, error) { return 0, nil }
+	stop := StopConditions{ReadyWithin: time.Minute, MaxRestarts: 1, MaxReadinessFailures: 2, MaxUnavailable: 1, MaxLostLines: 5, LostLines: count}
+	at := BatchResult{Restarts: 1, ReadinessFailures: 2, Unavailable: Unavailable{Replicas: 1, Of: 2}, LostLines: 5}
+	if b := stop.breaches(at, time.Second); len(b) != 0 {
+		t.Errorf("breaches at the bounds = %q, want none", b)
+	}
+	over := BatchResult{Restarts: 2, ReadinessFailures: 3, Unavailable: Unavailable{Target: Target{"a", "web"}, Replicas: 2, Of: 2}, LostLines: 6,
+		Replaced: []corev1.Pod{{}, {}}}
+	got := strings.Join(stop.breaches(over, time.Second), "; ")
+	for _, want := range []string{"MaxUnavailable 1 breached: 2 of 2 replicas of a/web unavailable", "MaxRestarts 1 breached: 2 container restarts",
+		"MaxReadinessFailures 2 breached: 3 readiness probe failures", "MaxLostLines 5 breached: 6 lines lost by the 2 Pods"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("breaches = %q, want it to say %q", got, want)
+		}
+	}
+	stop.LostLines = nil
+	if got := strings.Join(stop.breaches(over, time.Second), "; "); strings.Contains(got, "MaxLostLines") {
+		t.Errorf("breaches without a counter = %q, want no MaxLostLines", got)
+	}
+}
+
+// A selection of everything, or one that does not parse, is refused
+// before the API server is asked.
+func TestSelectionValidate(t *testing.T) {
+	for _, tc := range []struct {
+		sel  Selection
+		want string
+	}{
+		{Selection{Namespace: "a"}, ""},
+		{Selection{LabelSelector: "tier=web"}, ""},
+		{Selection{Namespace: "a", LabelSelector: "tier in (web,api)"}, ""},
+		{Selection{}, "a selection needs a namespace or a label selector"},
+		{Selection{Namespace: "a", LabelSelector: "tier in (web"}, `label selector "tier in (web"`},
+	} {
+		checkError(t, tc.sel.Validate(), tc.want, "%+v.Validate()", tc.sel)
 	}
 }
 
