@@ -7,7 +7,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/skewer-k8s/skewer/harness/certify"
@@ -109,106 +108,70 @@ func (s *Sidecars) jobPods(ctx context.Context, ns, job string) string {
 	return out
 }
 
-// CheckResources judges sidecar.resources.formula: the requests
-// ResourceQuota charges a Pod follow KEP-753's formula, computed here,
-// with the helper as a native sidecar and as a regular container.
-func (s *Sidecars) CheckResources(ctx context.Context) certify.Verdict {
-	ev, err := s.resources(ctx)
-	return verdict("sidecar.resources.formula", ev, err)
-}
-
-func (s *Sidecars) resources(ctx context.Context) ([]string, error) {
+// CheckJobSidecarCrashes judges sidecar.job.sidecar-crashes on every
+// kubelet: a Job whose app exits 0 after 20 s while its native sidecar
+// crashes 2 s after each start (a crash loop) completes on the app's
+// result - Complete, no failure counted against its backoffLimit of 0 -
+// and the sidecar's restarts are a separate signal, read from the Pod.
+func (s *Sidecars) CheckJobSidecarCrashes(ctx context.Context) certify.Verdict {
+	const id = "sidecar.job.sidecar-crashes"
 	ns, done, err := s.namespace(ctx, nil)
 	if err != nil {
-		return nil, err
+		return failed(id, "%v", err)
 	}
 	defer done()
-	if _, err := s.cs.CoreV1().ResourceQuotas(ns).Create(ctx, &corev1.ResourceQuota{
-		ObjectMeta: metav1.ObjectMeta{Name: "quota"},
-		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
-			corev1.ResourceRequestsCPU: resource.MustParse("10"), corev1.ResourceRequestsMemory: resource.MustParse("10Gi")}},
-	}, metav1.CreateOptions{}); err != nil {
-		return nil, err
-	}
-	var ev []string
-	for _, c := range []struct {
-		name        string
-		withSidecar bool
-		cpu, memory string // what the formula gives
-	}{
-		// proxy sidecar 100m/32Mi, then setup 500m/64Mi; app 200m/128Mi.
-		// cpu: max(100+500, 200+100) = 600m; memory: max(32+64, 128+32) = 160Mi.
-		{"native", true, "600m", "160Mi"},
-		// The same helper as a regular container: max(500, 200+100) = 500m; max(64, 128+32) = 160Mi.
-		{"legacy", false, "500m", "160Mi"},
-	} {
-		b := podBuilder{image: s.image, ns: ns, name: c.name}
-		proxy := withRequests(b.container("proxy", "proxy", "-load-after", "0s"), "100m", "32Mi")
-		setup := withRequests(b.container("setup", "app", "-exit-after", "1s"), "500m", "64Mi")
-		app := withRequests(b.container("app", "app"), "200m", "128Mi")
-		pod := b.pod([]corev1.Container{setup}, []corev1.Container{app, proxy})
-		if c.withSidecar {
-			pod = b.pod([]corev1.Container{native(proxy), setup}, []corev1.Container{app})
+	jobs := s.cs.BatchV1().Jobs(ns)
+	for _, k := range s.Kubelets { // all at once: each runs 20 s
+		b := podBuilder{image: s.image, ns: ns, name: "crashloop-" + k.Name, node: k.Name}
+		proxy := native(b.container(CrashingSidecar, "proxy", "-load-after", "0s", "-crash-after", "2s"))
+		pod := b.pod([]corev1.Container{proxy}, []corev1.Container{b.container("main", "app", "-exit-after", "20s")})
+		pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+		zero := int32(0)
+		if _, err := jobs.Create(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: b.name},
+			Spec: batchv1.JobSpec{BackoffLimit: &zero, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: pod.Labels}, Spec: pod.Spec}}}, metav1.CreateOptions{}); err != nil {
+			return failed(id, "%v", err)
 		}
-		want := corev1.ResourceList{corev1.ResourceRequestsCPU: resource.MustParse(c.cpu), corev1.ResourceRequestsMemory: resource.MustParse(c.memory)}
-		computed := corev1.ResourceList{corev1.ResourceRequestsCPU: effective(pod, corev1.ResourceCPU), corev1.ResourceRequestsMemory: effective(pod, corev1.ResourceMemory)}
-		for r, q := range want {
-			if got := computed[r]; got.Cmp(q) != 0 {
-				return ev, fmt.Errorf("the formula, computed here, gives the %s Pod %s %s, the case says %s", c.name, r, got.String(), q.String())
+	}
+	return s.onEach(ctx, id, func(ctx context.Context, k Kubelet) ([]string, error) {
+		name := "crashloop-" + k.Name
+		var job *batchv1.Job
+		if err := wait.For(ctx, "certify/sidecar-job", "the Job "+name+" to end", func(ctx context.Context) (bool, string, error) {
+			j, err := jobs.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error(), nil
 			}
+			job = j
+			return j.Status.CompletionTime != nil || j.Status.Failed > 0, s.jobPods(ctx, ns, name), nil
+		}); err != nil {
+			return nil, err
 		}
-		if _, err := s.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			return ev, err
+		pods, err := s.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + name})
+		if err != nil {
+			return nil, err
 		}
-		var used corev1.ResourceList
-		if err := wait.For(ctx, "certify/sidecar-event", fmt.Sprintf("ResourceQuota to charge the %s Pod requests.cpu=%s requests.memory=%s", c.name, c.cpu, c.memory),
-			func(ctx context.Context) (bool, string, error) {
-				q, err := s.cs.CoreV1().ResourceQuotas(ns).Get(ctx, "quota", metav1.GetOptions{})
-				if err != nil {
-					return false, err.Error(), nil
-				}
-				used = q.Status.Used
-				cpu, mem := used[corev1.ResourceRequestsCPU], used[corev1.ResourceRequestsMemory]
-				return cpu.Cmp(want[corev1.ResourceRequestsCPU]) == 0 && mem.Cmp(want[corev1.ResourceRequestsMemory]) == 0,
-					fmt.Sprintf("charged requests.cpu=%s requests.memory=%s", cpu.String(), mem.String()), nil
-			}); err != nil {
-			return ev, err
+		if len(pods.Items) != 1 {
+			return nil, fmt.Errorf("the Job made %d Pods, want 1: %s", len(pods.Items), s.jobPods(ctx, ns, name))
 		}
-		cpu, mem := used[corev1.ResourceRequestsCPU], used[corev1.ResourceRequestsMemory]
-		ev = append(ev, fmt.Sprintf("%s helper: ResourceQuota charged requests.cpu=%s requests.memory=%s (formula %s, %s)", c.name, cpu.String(), mem.String(), c.cpu, c.memory))
-		if err := s.cs.CoreV1().Pods(ns).Delete(ctx, c.name, metav1.DeleteOptions{}); err != nil {
-			return ev, err
+		p := &pods.Items[0]
+		sidecar, app := p.Status.InitContainerStatuses, p.Status.ContainerStatuses
+		switch {
+		case len(sidecar) != 1 || len(app) != 1:
+			return nil, fmt.Errorf("the Pod's statuses are not one sidecar and one app: %s", containerStates(p))
+		case job.Status.CompletionTime == nil || job.Status.Failed != 0 || job.Status.Succeeded != 1:
+			return nil, fmt.Errorf("the Job did not complete on its app's exit 0 (succeeded %d, failed %d): %s", job.Status.Succeeded, job.Status.Failed, containerStates(p))
+		case app[0].State.Terminated == nil || app[0].State.Terminated.ExitCode != 0 || app[0].RestartCount != 0:
+			return nil, fmt.Errorf("the app did not run once to exit 0: %s", containerStates(p))
+		case sidecar[0].RestartCount == 0:
+			return nil, fmt.Errorf("the sidecar never restarted: it was told to crash 2 s after each start: %s", containerStates(p))
+		case p.Status.Phase != corev1.PodSucceeded:
+			return nil, fmt.Errorf("the Pod ended %s, want Succeeded: %s", p.Status.Phase, containerStates(p))
 		}
-		if _, err := s.waitGone(ctx, ns, c.name, 2*time.Minute); err != nil {
-			return ev, err
+		last := "none"
+		if t := sidecar[0].LastTerminationState.Terminated; t != nil {
+			last = fmt.Sprintf("%s, exit %d", t.Reason, t.ExitCode)
 		}
-	}
-	return ev, nil
-}
-
-// effective computes a Pod's effective request of one resource the way
-// KEP-753 defines it: the larger of the app containers plus every sidecar,
-// and each plain init container plus the sidecars started before it.
-func effective(pod *corev1.Pod, name corev1.ResourceName) resource.Quantity {
-	var sidecars, peak resource.Quantity
-	for _, c := range pod.Spec.InitContainers {
-		r := c.Resources.Requests[name]
-		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			sidecars.Add(r)
-			continue
-		}
-		with := sidecars.DeepCopy()
-		with.Add(r)
-		if with.Cmp(peak) > 0 {
-			peak = with
-		}
-	}
-	apps := sidecars.DeepCopy()
-	for _, c := range pod.Spec.Containers {
-		apps.Add(c.Resources.Requests[name])
-	}
-	if apps.Cmp(peak) > 0 {
-		peak = apps
-	}
-	return peak
+		return []string{fmt.Sprintf("the Job Complete %s after creation (succeeded %d, failed %d, backoffLimit 0), its Pod %s; its sidecar restarted %d times (last crash: %s), reported apart from the Job's result",
+			job.Status.CompletionTime.Sub(job.CreationTimestamp.Time).Round(time.Second), job.Status.Succeeded, job.Status.Failed, p.Status.Phase, sidecar[0].RestartCount, last)}, nil
+	})
 }

@@ -299,9 +299,9 @@ func firstEvent(ev []fixtures.Event, who, what string) (time.Time, error) {
 }
 
 // Promises are what All judges.
-var Promises = []certify.ID{"sidecar.job.completes", "sidecar.start.order", "sidecar.crash.restarts-alone", "sidecar.readiness.gates",
-	"sidecar.resources.formula", "sidecar.termination.reverse-order", "sidecar.termination.bounded-flush", "sidecar.termination.sigterm-ignored",
-	"sidecar.stripped.preflight", "sidecar.stripped.shapes", "sidecar.stripped.old-client", "sidecar.migration.batches", "sidecar.migration.rollback",
+var Promises = []certify.ID{"sidecar.job.completes", "sidecar.job.sidecar-crashes", "sidecar.start.order", "sidecar.crash.restarts-alone", "sidecar.readiness.gates",
+	"sidecar.resources.formula", "sidecar.resources.quota-admission", "sidecar.resources.limits-qos", "sidecar.termination.reverse-order", "sidecar.termination.bounded-flush", "sidecar.termination.sigterm-ignored",
+	"sidecar.stripped.preflight", "sidecar.stripped.shapes", "sidecar.stripped.old-client", "sidecar.migration.batches", "sidecar.migration.rollback", "sidecar.migration.stop-conditions",
 	"sidecar.worker-replaced"}
 
 // All runs every sidecar check, the quick ones first and the worker's
@@ -309,8 +309,9 @@ var Promises = []certify.ID{"sidecar.job.completes", "sidecar.start.order", "sid
 // verdicts, Promises.
 func (s *Sidecars) All(ctx context.Context) []certify.Verdict {
 	return slices.Concat(
-		[]certify.Verdict{s.CheckJobs(ctx), s.CheckStartOrder(ctx), s.CheckCrashAlone(ctx), s.CheckResources(ctx), s.CheckReadinessGates(ctx),
-			s.CheckSIGTERMIgnored(ctx)},
+		[]certify.Verdict{s.CheckJobs(ctx), s.CheckJobSidecarCrashes(ctx), s.CheckStartOrder(ctx), s.CheckCrashAlone(ctx), s.CheckLimits(ctx),
+			s.CheckReadinessGates(ctx), s.CheckSIGTERMIgnored(ctx)},
+		s.CheckResources(ctx),
 		s.CheckTermination(ctx), s.CheckStripped(ctx), []certify.Verdict{s.CheckOldClient(ctx)}, s.CheckMigration(ctx),
-		[]certify.Verdict{s.CheckWorkerReplaced(ctx)})
+		[]certify.Verdict{s.CheckStopConditions(ctx), s.CheckWorkerReplaced(ctx)})
 }

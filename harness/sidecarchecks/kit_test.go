@@ -31,3 +31,64 @@ func TestEffectiveRequests(t *testing.T) {
 		}
 	}
 }
+
+// The QoS class by the documented rules: sidecars count like any
+// container; a request with no limit, or a limit above it, is Burstable.
+func TestQOSClass(t *testing.T) {
+	b := podBuilder{image: "img", ns: "ns", name: "p"}
+	nat, leg := sizedCases[0], sizedCases[1]
+	if got := qosClass((&Sidecars{image: "img"}).sizedPod("ns", "", nat, true)); got != corev1.PodQOSGuaranteed {
+		t.Errorf("the limits check's native Pod: %s, want Guaranteed", got)
+	}
+	if got := qosClass((&Sidecars{image: "img"}).sizedPod("ns", "", leg, false)); got != corev1.PodQOSBurstable {
+		t.Errorf("the requests-only Pod: %s, want Burstable", got)
+	}
+	if got := qosClass(b.pod([]corev1.Container{native(b.container("proxy", "proxy"))}, []corev1.Container{b.container("app", "app")})); got != corev1.PodQOSBestEffort {
+		t.Errorf("a Pod with no resources: %s, want BestEffort", got)
+	}
+	pod := (&Sidecars{image: "img"}).sizedPod("ns", "", nat, true)
+	pod.Spec.InitContainers[0].Resources.Limits = nil // the sidecar alone unbounded
+	if got := qosClass(pod); got != corev1.PodQOSBurstable {
+		t.Errorf("a Guaranteed Pod but for its sidecar's limits: %s, want Burstable", got)
+	}
+	guaranteed := (&Sidecars{image: "img"}).sizedPod("ns", "", nat, true)
+	lim, mem := effectiveLimit(guaranteed, corev1.ResourceCPU), effectiveLimit(guaranteed, corev1.ResourceMemory)
+	if lim.String() != nat.cpu || mem.String() != nat.memory {
+		t.Errorf("effective limits %s, %s; want %s, %s", lim.String(), mem.String(), nat.cpu, nat.memory)
+	}
+}
+
+// A cgroup's limits as read from its files: v1 and v2, limited or not.
+func TestCgroupValues(t *testing.T) {
+	for _, c := range []struct{ quota, period, want string }{{"60000", "100000", "600m"}, {"-1", "100000", ""}, {"max", "100000", ""}, {"150000", "100000", "1500m"}} {
+		got := cpuQuota(c.quota, c.period)
+		if (got == nil) != (c.want == "") || (got != nil && got.String() != c.want) {
+			t.Errorf("cpuQuota(%s, %s) = %v, want %q", c.quota, c.period, got, c.want)
+		}
+	}
+	if got := bytesLimit("167772160", "max"); got == nil || got.String() != "160Mi" {
+		t.Errorf("bytesLimit(160Mi) = %v", got)
+	}
+	if got := bytesLimit("9223372036854771712", "9223372036854771712"); got != nil {
+		t.Errorf("cgroup v1's unlimited read as %v", got)
+	}
+	if got := bytesLimit("max", "max"); got != nil {
+		t.Errorf("cgroup v2's unlimited read as %v", got)
+	}
+}
+
+// perPod gives each container the Pod's name and mounts its events there.
+func TestPerPod(t *testing.T) {
+	b := podBuilder{image: "img", ns: "ns", name: "web"}
+	pod := perPod(b.pod([]corev1.Container{native(b.container("proxy", "proxy"))}, []corev1.Container{b.container("app", "app")}))
+	for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
+		if len(c.Env) != 1 || c.Env[0].ValueFrom.FieldRef.FieldPath != "metadata.name" {
+			t.Errorf("%s: env %+v", c.Name, c.Env)
+		}
+		for _, m := range c.VolumeMounts {
+			if m.Name == "events" && m.SubPathExpr != "$(POD_NAME)" {
+				t.Errorf("%s: events mounted with %q", c.Name, m.SubPathExpr)
+			}
+		}
+	}
+}

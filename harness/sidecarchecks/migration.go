@@ -14,7 +14,7 @@ import (
 )
 
 // CheckMigration moves a helper to a native sidecar in three batches (a
-// namespace each) and judges sidecar.migration.batches (the second
+// namespace each, picked by namespace) and judges sidecar.migration.batches (the second
 // batch's helper crashes once in every new Pod: the breach stops the
 // expansion there, the third batch untouched) and
 // sidecar.migration.rollback (every migrated Deployment back on its
@@ -74,9 +74,9 @@ func (s *Sidecars) legacyDeployment(ctx context.Context, ns string, crashes bool
 
 func (s *Sidecars) migrateInBatches(ctx context.Context, targets []sidecar.Target, before map[sidecar.Target]corev1.PodTemplateSpec) ([]string, error) {
 	m := &sidecar.Migration{Client: s.cs, Helpers: []string{CrashingSidecar},
-		Batches: [][]sidecar.Target{{targets[0]}, {targets[1]}, {targets[2]}},
-		Stop:    sidecar.StopConditions{ReadyWithin: 2 * time.Minute, MaxRestarts: 0},
-		Settle:  10 * time.Second}
+		Selections: []sidecar.Selection{{Namespace: targets[0].Namespace}, {Namespace: targets[1].Namespace}, {Namespace: targets[2].Namespace}},
+		Stop:       sidecar.StopConditions{ReadyWithin: 2 * time.Minute, MaxRestarts: 0},
+		Settle:     10 * time.Second}
 	results, err := m.Run(ctx)
 	if err != nil {
 		return nil, err

@@ -68,6 +68,8 @@ func TestKubelets(t *testing.T) {
 		// The fixture's sidecar "proxy" crashes on purpose.
 		WithLabel(suite.RestartsLabel, sidecarchecks.CrashingSidecar).
 		Assess("a Job with a native sidecar completes; with a regular helper it never does", judged(one((*sidecarchecks.Sidecars).CheckJobs))).
+		Assess("a Job whose sidecar keeps crashing ends on its app's result, the restarts reported apart", judged(one((*sidecarchecks.Sidecars).CheckJobSidecarCrashes))).
+		Assess("the kubelet's Pod cgroup and the QoS class follow the sidecar formula for limits", judged(one((*sidecarchecks.Sidecars).CheckLimits))).
 		Assess("the app starts after the sidecar has started, or is ready when a startup probe gates it", judged(one((*sidecarchecks.Sidecars).CheckStartOrder))).
 		Assess("a sidecar that crashes is restarted alone", judged(one((*sidecarchecks.Sidecars).CheckCrashAlone))).
 		Assess("the app stops first, then the sidecars in reverse order; a flush cut short counts its lost lines", judged((*sidecarchecks.Sidecars).CheckTermination)).
@@ -81,7 +83,7 @@ func TestKubelets(t *testing.T) {
 func TestAdmission(t *testing.T) {
 	f := features.New("native sidecars through the API").WithLabel("area", "sidecar").
 		Assess("a sidecar that never turns ready keeps its Pod out of the Service and halts the rollout", judged(one((*sidecarchecks.Sidecars).CheckReadinessGates))).
-		Assess("ResourceQuota charges the sidecar formula, native and legacy alike", judged(one((*sidecarchecks.Sidecars).CheckResources))).
+		Assess("ResourceQuota charges the sidecar formula, and a quota between the two admits the legacy Pod only", judged((*sidecarchecks.Sidecars).CheckResources)).
 		Assess("a webhook that strips restartPolicy: seen by a dry run before anything rolls out; both ways it fails shown", judged((*sidecarchecks.Sidecars).CheckStripped)).
 		Feature()
 	s.Env.Test(t, f)
@@ -97,6 +99,7 @@ func TestMigration(t *testing.T) {
 	f := features.New("migration in batches").WithLabel("area", "sidecar").
 		WithLabel(suite.RestartsLabel, sidecarchecks.CrashingSidecar).
 		Assess("a breach stops the expansion; the rollback restores the legacy templates", judged((*sidecarchecks.Sidecars).CheckMigration)).
+		Assess("each stop condition, breached, stops the expansion and names what it saw", judged(one((*sidecarchecks.Sidecars).CheckStopConditions))).
 		Assess("an old client's read-modify-write drops restartPolicy; the migration's checks name it", judged(one((*sidecarchecks.Sidecars).CheckOldClient))).
 		Feature()
 	s.Env.Test(t, f)
