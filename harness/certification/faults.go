@@ -17,6 +17,7 @@ import (
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/faults"
 	"github.com/skewer-k8s/skewer/harness/metrics"
+	"github.com/skewer-k8s/skewer/harness/traffic"
 	"github.com/skewer-k8s/skewer/harness/version"
 )
 
@@ -207,7 +208,7 @@ func CheckPeerKilled(ctx context.Context, c *cluster.Cluster, w *Window) []certi
 // unreachable: the rebuild leaves out a peer whose discovery it cannot
 // fetch, and with no capable peer left the request falls through to the
 // local handler.
-const CausePeerCacheRebuilt = "peer-cache-rebuilt"
+const CausePeerCacheRebuilt = traffic.CausePeerCacheRebuilt
 
 // judgeKilled says which of the attempts made with a capable peer killed
 // break mvp.fault.peer-killed - alone, when it was the only capable peer -

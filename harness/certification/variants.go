@@ -101,7 +101,7 @@ func featureEnabled(ctx context.Context, s Server, gate string) (float64, error)
 
 // VariantPromises are the promises CheckRuntimeConfig judges first-hand;
 // it adds evidence to mvp.metrics.rerouted and the mvp.audit promises.
-var VariantPromises = []certify.ID{"mvp.route.runtime-config", "mvp.metrics.peer-proxy-errors"}
+var VariantPromises = []certify.ID{"mvp.route.runtime-config", "mvp.metrics.peer-proxy-errors", "mvp.defaults.beta"}
 
 // variantGroupVersion is what the runtime-config variant turns off on one
 // apiserver: node.k8s.io/v1 (RuntimeClass), GA since v1.20 and the only
@@ -129,13 +129,21 @@ const CauseTransportUncounted = "transport-error-uncounted"
 //     from the entry to a capable peer slowed past the proxy's TLS
 //     handshake timeout, a list is an explicit 503 within slowAboveBound
 //     and the counter must move (upstream counts no transport error: a
-//     failure with CauseTransportUncounted).
+//     failure with CauseTransportUncounted);
+//   - mvp.defaults.beta (CheckBetaDefault): the entry, of the newer
+//     version, proxies on the gate's default and not without
+//     --peer-ca-file - in a pair from 1.35 the only server that can show
+//     it, since the older ones need the gate set.
 //
 // The flag and the links are put back before it returns.
 func CheckRuntimeConfig(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Verdict {
-	routeID, errorsID := VariantPromises[0], VariantPromises[1]
+	routeID := VariantPromises[0]
 	failAll := func(format string, args ...any) []certify.Verdict {
-		return []certify.Verdict{fail(routeID, format, args...), fail(errorsID, format, args...)}
+		var out []certify.Verdict
+		for _, id := range VariantPromises {
+			out = append(out, fail(id, format, args...))
+		}
+		return out
 	}
 	entry := w.New[0]
 	var peers []Server
@@ -166,7 +174,7 @@ func CheckRuntimeConfig(ctx context.Context, c *cluster.Cluster, w *Window) []ce
 			variantGroupVersion, entry.Name, entry.Version, took.Round(100*time.Millisecond))}, route.Evidence...)
 		out = append(out, route, CheckRerouted(ctx, rw, "default", 4))
 		out = append(out, CheckAudit(ctx, c, rw, ids.all())...)
-		out = append(out, transportErrorsCounted(ctx, c, rw))
+		out = append(out, transportErrorsCounted(ctx, c, rw), CheckBetaDefault(ctx, c, rw))
 		return nil
 	}); err != nil {
 		return failAll("%v", err)

@@ -179,15 +179,20 @@ func (c *Cluster) APIServerConfig(ctx context.Context, node Node) (*rest.Config,
 // answers /readyz with ok. An apiserver serves before it is ready - until
 // its authorizer has synced it answers 403 to everyone - so waits on an
 // apiserver go by this, not by an answer alone.
-func Readyz(ctx context.Context, cs kubernetes.Interface) error {
+func Readyz(ctx context.Context, cs kubernetes.Interface) error { return health(ctx, cs, "/readyz") }
+
+// Livez is Readyz for /livez: the apiserver runs and serves, ready or not.
+func Livez(ctx context.Context, cs kubernetes.Interface) error { return health(ctx, cs, "/livez") }
+
+func health(ctx context.Context, cs kubernetes.Interface, path string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	raw, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	raw, err := cs.Discovery().RESTClient().Get().AbsPath(path).DoRaw(ctx)
 	if err != nil {
-		return fmt.Errorf("/readyz: %w", err)
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	if string(raw) != "ok" {
-		return fmt.Errorf("/readyz: %q", raw)
+		return fmt.Errorf("%s: %q", path, raw)
 	}
 	return nil
 }
@@ -202,8 +207,9 @@ func (c *Cluster) APIServerClient(ctx context.Context, node Node) (*kubernetes.C
 }
 
 // ExportLogs writes node logs (kind's export), the load balancer's (each
-// connection's backend: kind's export leaves it out) and every
-// apiserver's audit log under dir.
+// connection's backend: kind's export leaves it out), every apiserver's
+// log kept since the run began (KeepAPIServerLogs: those of apiservers
+// since replaced too) and every apiserver's audit log under dir.
 func (c *Cluster) ExportLogs(ctx context.Context, dir string) error {
 	var errs []error
 	if err := c.provider.CollectLogs(c.Name, filepath.Join(dir, "logs")); err != nil {
@@ -212,6 +218,13 @@ func (c *Cluster) ExportLogs(ctx context.Context, dir string) error {
 	if lb, err := c.LoadBalancer(ctx); err == nil {
 		if err := writeLogs(ctx, lb.Name, filepath.Join(dir, "logs", lb.Name+".log")); err != nil {
 			errs = append(errs, fmt.Errorf("failed to export the load balancer's log: %w", err))
+		}
+	}
+	if kept := (layout{c.Dir}).apiserverLogs(); dirExists(kept) {
+		if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+			errs = append(errs, err)
+		} else if err := run.Command("cp", "-r", kept, filepath.Join(dir, "logs", "apiservers")).Run(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("failed to export the kept apiserver logs: %w", err))
 		}
 	}
 	auditSrc := filepath.Join(c.Dir, "audit")
@@ -267,4 +280,9 @@ func List(o Options) ([]Summary, error) {
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+func dirExists(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 
@@ -215,5 +216,17 @@ func TestGivenNodeImagesStartTheirNodes(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "node-images.json"), []byte("{"), 0o644)
 	if _, err := loadNodeImages(layout{dir}); err == nil || !strings.Contains(err.Error(), "node-images.json") {
 		t.Errorf("a broken record: %v", err)
+	}
+}
+
+// A kept apiserver log line is its CRI line behind the file it came from.
+func TestParseKeptLine(t *testing.T) {
+	l, ok := parseKeptLine("/var/log/pods/kube-system_kube-apiserver-cp_1/kube-apiserver/0.log 2026-12-03T16:09:08.648342Z stderr F I1203 16:09:08.648342 1 server.go:150] Version: v1.35.4")
+	if !ok || l.Source != "/var/log/pods/kube-system_kube-apiserver-cp_1/kube-apiserver/0.log" || l.Text != "I1203 16:09:08.648342 1 server.go:150] Version: v1.35.4" ||
+		!l.Time.Equal(time.Date(2026, 12, 3, 16, 9, 8, 648342000, time.UTC)) {
+		t.Errorf("parseKeptLine = %+v, %v", l, ok)
+	}
+	if _, ok := parseKeptLine("tail: cannot open"); ok {
+		t.Error("a line that is not a kept CRI line was read")
 	}
 }

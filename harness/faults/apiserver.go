@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
@@ -61,10 +62,14 @@ func (s *StopAPIServer) Revert(ctx context.Context, c *cluster.Cluster) error {
 // `--name` flags. Revert restores the manifest as it was and waits for the
 // restart.
 type APIServerFlags struct {
-	Node     cluster.Node
-	Set      map[string]string
-	Items    map[string]string // flag -> "key=value"
-	Remove   []string
+	Node   cluster.Node
+	Set    map[string]string
+	Items  map[string]string // flag -> "key=value"
+	Remove []string
+	// Live makes Inject wait for /livez, not /readyz: for flags under which
+	// the apiserver serves but may never be ready (a built-in API its own
+	// admission reads turned off, and no proxy to reach it at a peer).
+	Live     bool
 	original string
 }
 
@@ -93,7 +98,7 @@ func (f *APIServerFlags) Inject(ctx context.Context, c *cluster.Cluster) error {
 	}
 	// Kept before the restart: a restart that fails is reverted too.
 	f.original = raw
-	if err := restartWith(ctx, c, f.Node, changed); err != nil {
+	if err := restartWith(ctx, c, f.Node, changed, f.Live); err != nil {
 		return fmt.Errorf("%s: %w", f.Name(), err)
 	}
 	return nil
@@ -103,7 +108,7 @@ func (f *APIServerFlags) Revert(ctx context.Context, c *cluster.Cluster) error {
 	if f.original == "" {
 		return nil
 	}
-	if err := restartWith(ctx, c, f.Node, f.original); err != nil {
+	if err := restartWith(ctx, c, f.Node, f.original, false); err != nil {
 		return fmt.Errorf("revert %s: %w", f.Name(), err)
 	}
 	f.original = ""
@@ -187,7 +192,7 @@ func withListItem(command []string, flag, item string) string {
 
 // restartWith replaces node's apiserver manifest with content and waits
 // until a new apiserver container runs and answers /readyz.
-func restartWith(ctx context.Context, c *cluster.Cluster, node cluster.Node, content string) error {
+func restartWith(ctx context.Context, c *cluster.Cluster, node cluster.Node, content string, live bool) error {
 	// Containers created from now on are the restart's: an older one may
 	// be the newest listed (a static Pod whose manifest changes back gets
 	// its old sandbox, and its old exited container, again).
@@ -198,6 +203,9 @@ func restartWith(ctx context.Context, c *cluster.Cluster, node cluster.Node, con
 	}
 	if err := wait.For(ctx, "faults/apiserver-restart", node.Name+"'s apiserver restarted", restarted(node, since)); err != nil {
 		return err
+	}
+	if live {
+		return waitHealthy(ctx, c, node, "/livez", cluster.Livez)
 	}
 	return waitReady(ctx, c, node)
 }
@@ -254,12 +262,17 @@ func latestAPIServer(ctx context.Context, node cluster.Node, since int64) (id, s
 
 // waitReady waits until node's own apiserver answers /readyz with ok.
 func waitReady(ctx context.Context, c *cluster.Cluster, node cluster.Node) error {
+	return waitHealthy(ctx, c, node, "/readyz", cluster.Readyz)
+}
+
+// waitHealthy waits until node's own apiserver answers path with ok.
+func waitHealthy(ctx context.Context, c *cluster.Cluster, node cluster.Node, path string, check func(context.Context, kubernetes.Interface) error) error {
 	cs, err := c.APIServerClient(ctx, node)
 	if err != nil {
 		return err
 	}
-	return wait.For(ctx, "faults/apiserver-restart", node.Name+"'s apiserver /readyz", func(ctx context.Context) (bool, string, error) {
-		if err := cluster.Readyz(ctx, cs); err != nil {
+	return wait.For(ctx, "faults/apiserver-restart", node.Name+"'s apiserver "+path, func(ctx context.Context) (bool, string, error) {
+		if err := check(ctx, cs); err != nil {
 			return false, err.Error(), nil
 		}
 		return true, "", nil

@@ -100,7 +100,7 @@ func (u *UntrustedServing) Revert(ctx context.Context, c *cluster.Cluster) error
 	if u.original == "" {
 		return nil
 	}
-	if err := restartWith(ctx, c, u.Node, u.original); err != nil {
+	if err := restartWith(ctx, c, u.Node, u.original, false); err != nil {
 		return fmt.Errorf("revert %s: %w", u.Name(), err)
 	}
 	u.original = ""

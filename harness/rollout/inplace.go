@@ -71,6 +71,9 @@ func inPlace(ctx context.Context, c *cluster.Cluster, in inPlaceInput) ([]Action
 			}
 			what = "kubeadm upgrade apply " + target.String()
 			clusterVersion = target
+			actions = append(actions, Do("set the proxy's gate in ClusterConfiguration for "+target.String(), func(ctx context.Context, c *cluster.Cluster) error {
+				return setClusterProxyGate(ctx, c, target)
+			}))
 		}
 		actions = append(actions,
 			Do(fmt.Sprintf("copy %s kubeadm and kubectl into %s", target, name), func(ctx context.Context, c *cluster.Cluster) error {

@@ -259,13 +259,15 @@ func ClusterVersion(ctx context.Context, c *cluster.Cluster) (version.Version, e
 	return v, nil
 }
 
-// setClusterVersion moves the cluster's ClusterConfiguration to v.
+// setClusterVersion moves the cluster's ClusterConfiguration to v, the
+// proxy's gate with it (setProxyGate).
 func setClusterVersion(ctx context.Context, c *cluster.Cluster, v version.Version) error {
 	cfg, save, err := clusterConfiguration(ctx, c)
 	if err != nil {
 		return err
 	}
-	if old, _ := cfg["kubernetesVersion"].(string); old == v.String() {
+	gate := setProxyGate(cfg, v)
+	if old, _ := cfg["kubernetesVersion"].(string); old == v.String() && !gate {
 		return nil
 	}
 	cfg["kubernetesVersion"] = v.String()

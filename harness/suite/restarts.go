@@ -30,6 +30,7 @@ func (s *Suite) watch(ctx context.Context) error {
 	if s.monitor, err = restarts.Start(ctx, cs); err != nil {
 		return fmt.Errorf("the restart monitor: %w", err)
 	}
+	s.stopLogs = s.Cluster.KeepAPIServerLogs(ctx)
 	return nil
 }
 

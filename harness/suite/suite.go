@@ -66,6 +66,7 @@ type Suite struct {
 	// declared it restarts.
 	monitor    *restarts.Monitor
 	spans      []restarts.Span
+	stopLogs   func()      // ends KeepAPIServerLogs, before the evidence is exported
 	unexpected atomic.Bool // cluster.no-unexpected-restarts or cluster.nodes-stay-ready failed
 }
 
@@ -257,6 +258,9 @@ func (s *Suite) teardown(failed bool) bool {
 			return
 		}
 		s.JudgeRestarts()
+		if s.stopLogs != nil {
+			s.stopLogs()
+		}
 		failed = failed || s.unexpected.Load()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()

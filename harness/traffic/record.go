@@ -43,6 +43,9 @@ type Summary struct {
 	// FalseNotFoundRecords are those requests, as evidence.
 	FalseNotFound        int
 	FalseNotFoundRecords []Record
+	// NotFound are those requests explained: which apiserver answered and
+	// what it logged (ExplainNotFound).
+	NotFound []NotFound
 	// Forbidden are the requests denied (403), through any target, and
 	// what the audit logs say of each: the traffic's user may do all it
 	// asks, so every 403 is a request the cluster failed to serve.

@@ -540,24 +540,45 @@ func (t *Traffic) Stop(ctx context.Context) (Summary, error) {
 			return Summary{}, err
 		}
 	}
+	if len(s.FalseNotFoundRecords) > 0 {
+		if s.NotFound, err = t.explainNotFound(s.FalseNotFoundRecords); err != nil {
+			return Summary{}, err
+		}
+	}
 	return s, nil
+}
+
+// explainNotFound finds each false 404 in the audit logs, and what the
+// apiserver that answered it logged (the cluster's kept apiserver logs).
+func (t *Traffic) explainNotFound(notFound []Record) ([]NotFound, error) {
+	events, err := t.auditEvents(notFound)
+	if err != nil {
+		return nil, fmt.Errorf("failed to find the false 404s in the audit logs: %w", err)
+	}
+	return ExplainNotFound(notFound, t.opts.NewAPIPath, events, t.c.APIServerLog), nil
 }
 
 // explain finds each 403 in the audit logs of the apiservers.
 func (t *Traffic) explain(forbidden, records []Record) ([]Forbidden, error) {
+	events, err := t.auditEvents(forbidden)
+	if err != nil {
+		return nil, fmt.Errorf("failed to find the 403s in the audit logs: %w", err)
+	}
+	return ExplainForbidden(forbidden, records, events), nil
+}
+
+// auditEvents are the final audit events of records, by audit ID, from
+// every apiserver's audit log.
+func (t *Traffic) auditEvents(records []Record) (map[string][]audit.Logged, error) {
 	paths, err := t.c.AuditLogs()
 	if err != nil {
 		return nil, err
 	}
 	var ids []string
-	for _, r := range forbidden {
+	for _, r := range records {
 		ids = append(ids, r.AuditID)
 	}
-	events, err := audit.Final(paths, ids)
-	if err != nil {
-		return nil, fmt.Errorf("failed to find the 403s in the audit logs: %w", err)
-	}
-	return ExplainForbidden(forbidden, records, events), nil
+	return audit.Final(paths, ids)
 }
 
 // account checks every acknowledged write against stored, the names a

@@ -3,7 +3,6 @@ package traffic
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/skewer-k8s/skewer/harness/certify"
 )
@@ -27,12 +26,20 @@ func (s Summary) Verdicts() []certify.Verdict {
 			{ID: "rollout.no-false-403", Outcome: certify.Fail, Reason: reason},
 		}
 	}
-	var false404 []string
-	for _, r := range s.FalseNotFoundRecords {
-		false404 = append(false404, fmt.Sprintf("%s %s %s via %s (server %s) in phase %q",
-			r.Time.Format(time.RFC3339Nano), r.Verb, r.Object, r.Target, r.Server, r.Phase))
+	explained := s.NotFound
+	if len(explained) != len(s.FalseNotFoundRecords) { // not looked up
+		explained = nil
+		for _, r := range s.FalseNotFoundRecords {
+			explained = append(explained, NotFound{Record: r, Cause: certify.UnknownCause})
+		}
+	}
+	var false404, causes []string
+	for _, n := range explained {
+		false404 = append(false404, n.String())
+		causes = append(causes, n.Cause)
 	}
 	noFalse404 := countVerdict("rollout.no-false-404", false404, "404(s) for a resource an apiserver in the cluster served", s.Requests)
+	noFalse404.Causes = causes
 	if !s.NewAPIProbed {
 		noFalse404 = certify.Verdict{ID: "rollout.no-false-404", Outcome: certify.Skipped,
 			Reason: "the traffic asked for no collection only the newer version serves (none was known when it started)"}

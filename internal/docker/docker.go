@@ -128,6 +128,12 @@ func ExecOutput(ctx context.Context, container string, argv ...string) ([]byte, 
 	return execCmd(container, nil, argv).Output(ctx)
 }
 
+// ExecStream runs argv in a running container, its standard output going
+// to w as it comes (a follower), stdin given (none when nil).
+func ExecStream(ctx context.Context, container string, stdin io.Reader, w io.Writer, argv ...string) error {
+	return execCmd(container, stdin, argv).Stream(ctx, w)
+}
+
 func execCmd(container string, stdin io.Reader, argv []string) *run.Cmd {
 	args := []string{"docker", "exec"}
 	if stdin != nil {

@@ -78,6 +78,22 @@ func (c *Cmd) Output(ctx context.Context) ([]byte, error) {
 	return stdout.Bytes(), nil
 }
 
+// Stream runs the command with its standard output going to w as it is
+// produced and kept nowhere else: for a follower that runs for long. A
+// failure carries its standard error.
+func (c *Cmd) Stream(ctx context.Context, w io.Writer) error {
+	var stderr bytes.Buffer
+	cmd := c.build(ctx)
+	cmd.Stdout, cmd.Stderr = w, &stderr
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+		}
+		return &Error{Args: c.Args, Output: stderr.Bytes(), Err: err}
+	}
+	return nil
+}
+
 // Run runs the command, discarding its output unless it fails.
 func (c *Cmd) Run(ctx context.Context) error {
 	_, err := c.Output(ctx)

@@ -1,0 +1,137 @@
+package traffic
+
+import (
+	"fmt"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/skewer-k8s/skewer/harness/audit"
+	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/version"
+)
+
+// CausePeerCacheRebuilt is the cause of a false 404 from an apiserver
+// that had just rebuilt its peer-discovery cache without the capable
+// peer: the proxy rebuilds the whole cache on every identity-Lease event
+// and leaves out each peer whose discovery it cannot fetch at that moment
+// (k8s.io/apiserver peer_discovery.go), so a request no peer in the cache
+// serves falls through to the local handler, which does not serve it.
+const CausePeerCacheRebuilt = "peer-cache-rebuilt"
+
+// What an apiserver logs, at the verbosity kubeadm runs it, of a rebuild
+// that could not fetch a peer, and of a request that fell through (v1.35;
+// from v1.36 the fall-through is logged at -v=3 only).
+const (
+	rebuildFailed     = "Error syncing discovery for peer lease"
+	fetchFailed       = "error querying discovery endpoint for serverID"
+	fellThrough       = "is not served by anything in this cluster"
+	versionLinePrefix = "] Version: "
+)
+
+// How far from a 404 its log lines are looked for: the fall-through is
+// logged as the request is handled; a failed rebuild is retried after
+// 5 ms doubling, so one that still leaves the peer out is recent.
+const (
+	fellThroughWithin = 5 * time.Second
+	rebuildWithin     = time.Minute
+)
+
+// NotFound is one false 404 the traffic met, and what the apiserver that
+// answered it logged.
+type NotFound struct {
+	Record
+	// Logged is the apiserver whose audit log holds the 404, Version its
+	// version then ("" when its log did not say).
+	Logged, Version string
+	// FellThrough and Rebuild are its log lines: the request falling
+	// through the proxy, and the last failed rebuild of its peer cache
+	// before it.
+	FellThrough, Rebuild string
+	// Cause is CausePeerCacheRebuilt when the lines show it, else
+	// certify.UnknownCause.
+	Cause string
+}
+
+func (n NotFound) String() string {
+	where := "in no audit log"
+	if n.Logged != "" {
+		where = "answered by " + n.Logged
+		if n.Version != "" {
+			where += " (" + n.Version + ")"
+		}
+	}
+	var logged []string
+	for _, l := range []string{n.Rebuild, n.FellThrough} {
+		if l != "" {
+			logged = append(logged, l)
+		}
+	}
+	if len(logged) == 0 {
+		logged = append(logged, "no line of a failed peer-cache rebuild or a fall-through near it in its kept log")
+	}
+	id := n.AuditID
+	if id == "" {
+		id = "none"
+	}
+	return fmt.Sprintf("%s %s %s via %s (audit ID %s, phase %q), %s: %s; cause %s",
+		n.Time.Format("15:04:05.000"), n.Verb, n.Object, n.Target, id, n.Phase, where, strings.Join(logged, "; then "), n.Cause)
+}
+
+// ExplainNotFound gives each false 404 among notFound its cause: events
+// are the final audit events by audit ID (the apiserver that answered
+// logged it), logs reads what an apiserver logged (cluster's kept log),
+// resource is the collection's path. A 404 is CausePeerCacheRebuilt when
+// its apiserver logged, within rebuildWithin before it, a rebuild of its
+// peer cache that could not fetch a peer, and the request falling through
+// the proxy for the resource within fellThroughWithin - or, from v1.36,
+// where the fall-through is not logged at default verbosity, the rebuild
+// alone.
+func ExplainNotFound(notFound []Record, resource string, events map[string][]audit.Logged, logs func(node string) ([]cluster.LogLine, error)) []NotFound {
+	name := "Resource=" + path.Base(resource)
+	var out []NotFound
+	for _, r := range notFound {
+		n := NotFound{Record: r, Cause: certify.UnknownCause}
+		for _, e := range events[r.AuditID] {
+			if e.ResponseStatus != nil && e.ResponseStatus.Code == http.StatusNotFound {
+				n.Logged = e.Server()
+			}
+		}
+		if n.Logged == "" {
+			out = append(out, n)
+			continue
+		}
+		lines, err := logs(n.Logged)
+		if err != nil {
+			n.Rebuild = "its kept log could not be read: " + err.Error()
+			out = append(out, n)
+			continue
+		}
+		for _, l := range lines {
+			switch {
+			case l.Time.After(r.Time.Add(fellThroughWithin)):
+			case strings.Contains(l.Text, versionLinePrefix) && !l.Time.After(r.Time):
+				n.Version = strings.TrimSpace(l.Text[strings.Index(l.Text, versionLinePrefix)+len(versionLinePrefix):])
+			case strings.Contains(l.Text, fellThrough) && strings.Contains(l.Text, name) && l.Time.After(r.Time.Add(-fellThroughWithin)) && n.FellThrough == "":
+				n.FellThrough = l.Time.Format("15:04:05.000") + " " + l.Text
+			case (strings.Contains(l.Text, rebuildFailed) || strings.Contains(l.Text, fetchFailed)) &&
+				l.Time.After(r.Time.Add(-rebuildWithin)) && !l.Time.After(r.Time.Add(time.Second)):
+				n.Rebuild = l.Time.Format("15:04:05.000") + " " + l.Text
+			}
+		}
+		if n.Rebuild != "" && (n.FellThrough != "" || fallThroughQuiet(n.Version)) {
+			n.Cause = CausePeerCacheRebuilt
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// fallThroughQuiet says whether an apiserver of version v logs a request
+// falling through the proxy only above default verbosity: from v1.36.
+func fallThroughQuiet(v string) bool {
+	parsed, err := version.Parse(v)
+	return err == nil && (parsed.Major() > 1 || parsed.Minor() >= 36)
+}

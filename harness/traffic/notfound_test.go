@@ -1,0 +1,77 @@
+package traffic
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/skewer-k8s/skewer/harness/audit"
+	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/cluster"
+)
+
+// A false 404 is put down to a rebuilt peer cache only on its apiserver's
+// own lines: a failed rebuild shortly before and, on a v1.35 server, the
+// request falling through for the resource; anything less stays unknown.
+func TestNotFoundIsExplainedOnlyByTheAnsweringServersLog(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 16, 20, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	logged := func(node, id string) audit.Logged {
+		return audit.Logged{Path: "/state/audit/" + node + "/audit.log",
+			Event: audit.Event{AuditID: types.UID(id), Stage: "ResponseComplete", ResponseStatus: &metav1.Status{Code: 404}}}
+	}
+	line := func(ms int, text string) cluster.LogLine {
+		return cluster.LogLine{Source: "0.log", Time: at(ms), Text: text}
+	}
+	const (
+		rebuild = "I1203 16:19:59.500000 1 peer_discovery.go:232] Error syncing discovery for peer lease apiserver-b: failed to get host port info from identity lease for server apiserver-a: missing port in address"
+		fell    = "E1203 16:20:00.001000 1 peerproxy_handler.go:206] gvr admissionregistration.k8s.io/v1, Resource=mutatingadmissionpolicies is not served by anything in this cluster"
+		other   = "E1203 16:20:00.001000 1 peerproxy_handler.go:206] gvr x/v1, Resource=things is not served by anything in this cluster"
+	)
+	logs := map[string][]cluster.LogLine{
+		"cp-old":     {line(-600000, "I1203 16:10:00 1 server.go:150] Version: v1.35.4"), line(-500, rebuild), line(1, fell)},
+		"cp-nofall":  {line(-600000, "I1203 16:10:00 1 server.go:150] Version: v1.35.4"), line(-500, rebuild), line(1, other)},
+		"cp-stale":   {line(-600000, "I1203 16:10:00 1 server.go:150] Version: v1.35.4"), line(-120000, rebuild), line(1, fell)},
+		"cp-new":     {line(-600000, "I1203 16:10:00 1 server.go:150] Version: v1.36.3"), line(-500, rebuild)},
+		"cp-newonly": {line(-600000, "I1203 16:10:00 1 server.go:150] Version: v1.36.3")},
+	}
+	read := func(node string) ([]cluster.LogLine, error) {
+		if node == "cp-gone" {
+			return nil, errors.New("no such file")
+		}
+		return logs[node], nil
+	}
+	var records []Record
+	events := map[string][]audit.Logged{}
+	for _, node := range []string{"cp-old", "cp-nofall", "cp-stale", "cp-new", "cp-newonly", "cp-gone"} {
+		records = append(records, Record{Time: t0, Target: "lb", Verb: "list", Object: "mutatingadmissionpolicies", Code: 404, AuditID: node})
+		events[node] = []audit.Logged{logged(node, node)}
+	}
+	records = append(records, Record{Time: t0, Target: "lb", Verb: "list", Code: 404, AuditID: "not-logged"})
+	got := ExplainNotFound(records, "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies", events, read)
+	want := map[string]string{
+		"cp-old":     CausePeerCacheRebuilt,
+		"cp-nofall":  certify.UnknownCause, // a fall-through for another resource says nothing
+		"cp-stale":   certify.UnknownCause, // a rebuild two minutes before is not this one
+		"cp-new":     CausePeerCacheRebuilt,
+		"cp-newonly": certify.UnknownCause,
+		"cp-gone":    certify.UnknownCause,
+		"not-logged": certify.UnknownCause,
+	}
+	for _, n := range got {
+		if n.Cause != want[n.AuditID] {
+			t.Errorf("%s: cause %q, want %q (%s)", n.AuditID, n.Cause, want[n.AuditID], n)
+		}
+	}
+	if s := got[0].String(); !strings.Contains(s, "answered by cp-old (v1.35.4)") || !strings.Contains(s, "Error syncing discovery") || !strings.Contains(s, "not served by anything") {
+		t.Errorf("evidence %q does not say who answered and what it logged", s)
+	}
+	v := Summary{Requests: MinRequests, NewAPIProbed: true, FalseNotFoundRecords: records, NotFound: got}.Verdicts()[2]
+	if v.ID != "rollout.no-false-404" || v.Outcome != certify.Fail || len(v.Causes) != len(records) || v.Causes[0] != CausePeerCacheRebuilt {
+		t.Errorf("verdict %+v, want a failure with a cause per 404", v)
+	}
+}
