@@ -56,12 +56,7 @@ func TestStuckUnlogged(t *testing.T) {
 		Connections: []string{"cp3 since 14:21:40", "cp3 since 14:28:57"}}
 	cp3 := Event{Kind: NotReady, Node: "cp3", ControlPlaneNode: true, Time: at}
 	meant := Meant([]Span{{Start: at.Add(-10 * time.Minute), End: at.Add(time.Minute), Restarts: []string{ControlPlane}}})
-	type req = struct {
-		server, user string
-		second       int
-		code         int32
-	}
-	logs := auditLogs(t, at.Add(-60*time.Second), req{"cp1", "admin", 30, 200}, req{"cp2", "admin", 40, 201}, req{"cp3", "system:node:worker", -30, 200})
+	logs := auditLogs(t, at.Add(-60*time.Second), auditReq{"cp1", "admin", 30, 200, 0}, auditReq{"cp2", "admin", 40, 201, 0}, auditReq{"cp3", "system:node:worker", -30, 200, 0})
 	v := StayReady([]Event{worker, cp3}, meant, logs)
 	if v.Outcome != certify.Fail || v.Causes[0] != CauseStuckOnOneAPIServer || !strings.Contains(v.Reason, "all on the apiserver of cp3 (a node a step acted on), which logged none of them") {
 		t.Fatalf("stuck, unlogged: %+v", v)

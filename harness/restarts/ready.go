@@ -88,11 +88,11 @@ func StayReady(seen []Event, meant func(Event) bool, auditLogs []string) certify
 // request is the final audit event of one request and the apiserver that
 // logged it.
 type request struct {
-	server   string
-	user     string
-	received time.Time
-	code     int32
-	message  string
+	server             string
+	user               string
+	received, answered time.Time
+	code               int32
+	message            string
 }
 
 func (r request) failed() bool { return r.code >= 500 || r.code == 0 }
@@ -120,7 +120,7 @@ func requestsBefore(paths []string, events []Event) ([]request, error) {
 			return nil, err
 		}
 		for _, e := range evs {
-			r := request{server: audit.ServerOf(p), user: e.User.Username, received: e.RequestReceivedTimestamp.Time}
+			r := request{server: audit.ServerOf(p), user: e.User.Username, received: e.RequestReceivedTimestamp.Time, answered: e.StageTimestamp.Time}
 			if e.ResponseStatus != nil {
 				r.code, r.message = e.ResponseStatus.Code, e.ResponseStatus.Message
 			}
@@ -135,9 +135,12 @@ func requestsBefore(paths []string, events []Event) ([]request, error) {
 func whyNotReady(e Event, requests []request, acted map[string]bool) (cause, why string) {
 	user := "system:node:" + e.Node
 	from := e.Time.Add(-beforeNotReady)
+	// Those answered by the time it left Ready: one sent before and
+	// answered after (the kubelet's first request once its apiserver was
+	// back) cannot say why it left.
 	var mine []request
 	for _, r := range requests {
-		if r.user == user && !r.received.Before(from) && !r.received.After(e.Time) {
+		if r.user == user && !r.received.Before(from) && !r.answered.After(e.Time) {
 			mine = append(mine, r)
 		}
 	}

@@ -18,14 +18,20 @@ import (
 	"github.com/skewer-k8s/skewer/harness/certify"
 )
 
-// auditLogs writes one audit log per apiserver, in the layout of a skewer
-// cluster (a directory per apiserver), of requests (server, user, second
-// after at, code) and returns their paths.
-func auditLogs(t *testing.T, at time.Time, reqs ...struct {
+// auditReq is a request in a test's audit logs: who served it, whose it
+// was, when it came (seconds after a start), its code, and how many
+// seconds it took to answer.
+type auditReq struct {
 	server, user string
 	second       int
 	code         int32
-}) []string {
+	took         int
+}
+
+// auditLogs writes one audit log per apiserver, in the layout of a skewer
+// cluster (a directory per apiserver), of requests (server, user, second
+// after at, code) and returns their paths.
+func auditLogs(t *testing.T, at time.Time, reqs ...auditReq) []string {
 	t.Helper()
 	dir := t.TempDir()
 	files := map[string]*os.File{}
@@ -46,9 +52,13 @@ func auditLogs(t *testing.T, at time.Time, reqs ...struct {
 			paths = append(paths, p)
 		}
 		received := metav1.NewMicroTime(at.Add(time.Duration(r.second) * time.Second))
+		answered := metav1.NewMicroTime(received.Add(time.Duration(r.took) * time.Second))
 		for _, stage := range []auditv1.Stage{auditv1.StageRequestReceived, auditv1.StageResponseComplete} {
 			e := auditv1.Event{AuditID: types.UID(fmt.Sprintf("id-%d", i)), Stage: stage, Verb: "update", User: authnv1.UserInfo{Username: r.user},
 				ObjectRef: &auditv1.ObjectReference{Resource: "leases"}, RequestReceivedTimestamp: received, StageTimestamp: received}
+			if stage == auditv1.StageResponseComplete {
+				e.StageTimestamp = answered
+			}
 			if stage == auditv1.StageResponseComplete {
 				e.ResponseStatus = &metav1.Status{Code: r.code}
 				if r.code == 504 {
@@ -75,17 +85,13 @@ func TestStayReady(t *testing.T) {
 	notReady := Event{Kind: NotReady, Node: "w1", Time: at.Add(60 * time.Second), Reason: "NodeStatusUnknown", Message: "Kubelet stopped posting node status."}
 	cpNotReady := Event{Kind: NotReady, Node: "cp3", ControlPlaneNode: true, Time: at.Add(61 * time.Second)}
 	meant := Meant([]Span{{Start: at, End: at.Add(5 * time.Minute), Restarts: []string{ControlPlane}}})
-	type req = struct {
-		server, user string
-		second       int
-		code         int32
-	}
+	type req = auditReq
 	kubelet := "system:node:w1"
 	stuck := auditLogs(t, at,
-		req{"cp3", kubelet, 0, 200}, req{"cp3", kubelet, 10, 504}, req{"cp3", kubelet, 20, 504}, req{"cp3", kubelet, 30, 500},
-		req{"cp1", "kubernetes-admin", 15, 200}, req{"cp2", "kubernetes-admin", 25, 201}, req{"cp3", "kubernetes-admin", 25, 504},
+		req{"cp3", kubelet, 0, 200, 0}, req{"cp3", kubelet, 10, 504, 0}, req{"cp3", kubelet, 20, 504, 0}, req{"cp3", kubelet, 30, 500, 0},
+		req{"cp1", "kubernetes-admin", 15, 200, 0}, req{"cp2", "kubernetes-admin", 25, 201, 0}, req{"cp3", "kubernetes-admin", 25, 504, 0},
 		// After it left Ready: not what made it.
-		req{"cp1", kubelet, 70, 200})
+		req{"cp1", kubelet, 70, 200, 0})
 
 	if v := StayReady([]Event{cpNotReady}, meant, nil); v.Outcome != certify.Pass || !strings.HasPrefix(v.Evidence[1], "meant: ") {
 		t.Errorf("the node a step acts on: %+v", v)
@@ -114,13 +120,25 @@ func TestStayReady(t *testing.T) {
 		t.Errorf("--strict: %+v", got)
 	}
 
+	// Seen in CI (session 16, in place): the kubelet's lease updates all
+	// failed at the apiserver being upgraded, and the one it sent just
+	// before leaving Ready was answered, by the same apiserver back on its
+	// feet, only after: that answer does not hide the failures.
+	late := auditLogs(t, at,
+		req{"cp3", kubelet, 0, 200, 0}, req{"cp3", kubelet, 10, 504, 10}, req{"cp3", kubelet, 20, 504, 10}, req{"cp3", kubelet, 30, 500, 10},
+		req{"cp1", "kubernetes-admin", 15, 200, 0}, req{"cp2", "kubernetes-admin", 25, 201, 0}, req{"cp3", kubelet, 55, 200, 9})
+	if v := StayReady([]Event{notReady}, meant, late); v.Outcome != certify.Fail || v.Causes[0] != CauseStuckOnOneAPIServer ||
+		!strings.Contains(v.Reason, "last 3 request(s) (17:32:10 to 17:32:30) all failed, at cp3 ×3") {
+		t.Errorf("a request answered after the node left Ready hid its failures: %+v", v)
+	}
+
 	for name, tc := range map[string]struct {
 		logs []string
 		why  string
 	}{
-		"failed at two apiservers": {auditLogs(t, at, req{"cp3", kubelet, 10, 504}, req{"cp2", kubelet, 20, 504}, req{"cp1", "admin", 20, 200}), "more than one apiserver failed it"},
-		"no other served":          {auditLogs(t, at, req{"cp3", kubelet, 10, 504}, req{"cp1", "admin", 20, 503}), "no other apiserver served anyone meanwhile"},
-		"nothing failed":           {auditLogs(t, at, req{"cp3", kubelet, 10, 200}), "did not fail at any apiserver"},
+		"failed at two apiservers": {auditLogs(t, at, req{"cp3", kubelet, 10, 504, 0}, req{"cp2", kubelet, 20, 504, 0}, req{"cp1", "admin", 20, 200, 0}), "more than one apiserver failed it"},
+		"no other served":          {auditLogs(t, at, req{"cp3", kubelet, 10, 504, 0}, req{"cp1", "admin", 20, 503, 0}), "no other apiserver served anyone meanwhile"},
+		"nothing failed":           {auditLogs(t, at, req{"cp3", kubelet, 10, 200, 0}), "did not fail at any apiserver"},
 		"no audit log":             {nil, "could not be read: no audit log"},
 	} {
 		v := StayReady([]Event{notReady}, meant, tc.logs)
@@ -141,7 +159,7 @@ func TestStayReady(t *testing.T) {
 		`E1201 17:32:25.000000     245 kubelet_node_status.go:549] "Error updating node status, will retry" err="error getting node \"w1\": Get \"https://lb:6443/api/v1/nodes/w1?timeout=10s\": context deadline exceeded"`,
 		`E1201 17:32:50.000000     245 kubelet_node_status.go:549] "Error updating node status, will retry" err="http2: client connection lost"`,
 	}, "\n"), 2)
-	v = StayReady([]Event{quiet}, meant, auditLogs(t, at, req{"cp3", kubelet, 10, 200}))
+	v = StayReady([]Event{quiet}, meant, auditLogs(t, at, req{"cp3", kubelet, 10, 200, 0}))
 	if v.Outcome != certify.Fail || v.Causes[0] != certify.UnknownCause ||
 		!strings.Contains(v.Reason, "its kubelet's last 2 error line(s) say its requests connection lost ×1, timed out ×1") {
 		t.Errorf("the kubelet's own view: %+v", v)

@@ -155,11 +155,8 @@ func (m *Migration) runBatch(ctx context.Context, batch []Target) (BatchResult, 
 	}
 	res.Unavailable, err = waitRolledOut(ctx, m.Client, batch, start.Add(m.Stop.ReadyWithin))
 	res.Took = time.Since(start)
-	if err != nil {
-		res.Breach = fmt.Sprintf("ReadyWithin %s breached: %v", m.Stop.ReadyWithin, err)
-		if res.Unavailable.Replicas > m.Stop.MaxUnavailable {
-			res.Breach += fmt.Sprintf("; MaxUnavailable %d breached: %s", m.Stop.MaxUnavailable, res.Unavailable)
-		}
+	if err != nil { // and whatever else it breached meanwhile
+		res.Breach = strings.Join(append([]string{fmt.Sprintf("ReadyWithin %s breached: %v", m.Stop.ReadyWithin, err)}, m.Stop.breaches(res, m.Settle)...), "; ")
 		return res, nil
 	}
 	select {
