@@ -27,16 +27,18 @@ const CausePeerCacheRebuilt = "peer-cache-rebuilt"
 const (
 	rebuildFailed     = "Error syncing discovery for peer lease"
 	fetchFailed       = "error querying discovery endpoint for serverID"
+	rebuildFetch      = "Proxying request for /api from  to "
 	fellThrough       = "is not served by anything in this cluster"
 	versionLinePrefix = "] Version: "
 )
 
-// How far from a 404 its log lines are looked for: the fall-through is
-// logged as the request is handled; a failed rebuild is retried after
-// 5 ms doubling, so one that still leaves the peer out is recent.
+// fellThroughWithin is how far from a 404 its fall-through line is
+// looked for; rebuildTook bounds a rebuild's fetches (tens of ms here):
+// one that began longer before a 404 without logging a failure had
+// stored its cache by then.
 const (
 	fellThroughWithin = 5 * time.Second
-	rebuildWithin     = time.Minute
+	rebuildTook       = time.Second
 )
 
 // NotFound is one false 404 the traffic met, and what the apiserver that
@@ -84,11 +86,14 @@ func (n NotFound) String() string {
 // are the final audit events by audit ID (the apiserver that answered
 // logged it), logs reads what an apiserver logged (cluster's kept log),
 // resource is the collection's path. A 404 is CausePeerCacheRebuilt when
-// its apiserver logged, within rebuildWithin before it, a rebuild of its
-// peer cache that could not fetch a peer, and the request falling through
-// the proxy for the resource within fellThroughWithin - or, from v1.36,
-// where the fall-through is not logged at default verbosity, the rebuild
-// alone.
+// the peer cache its apiserver answered from came from a rebuild that
+// could not fetch a peer: the apiserver's last logged rebuild failure
+// before it, with no rebuild begun since (its discovery fetches, logged
+// at default verbosity) that had time to store a cache - retries stop
+// for long stretches, seen for two minutes in place - and the request
+// falling through the proxy for the resource within fellThroughWithin;
+// from v1.36, where the fall-through is not logged at default verbosity,
+// the failed rebuild alone.
 func ExplainNotFound(notFound []Record, resource string, events map[string][]audit.Logged, logs func(node string) ([]cluster.LogLine, error)) []NotFound {
 	name := "Resource=" + path.Base(resource)
 	var out []NotFound
@@ -109,16 +114,36 @@ func ExplainNotFound(notFound []Record, resource string, events map[string][]aud
 			out = append(out, n)
 			continue
 		}
+		fell := time.Duration(-1) // the nearest fall-through's distance
+		var inFlight time.Time    // the last rebuild fetch before the 404
 		for _, l := range lines {
 			switch {
 			case l.Time.After(r.Time.Add(fellThroughWithin)):
-			case strings.Contains(l.Text, versionLinePrefix) && !l.Time.After(r.Time):
+			case strings.Contains(l.Text, fellThrough) && strings.Contains(l.Text, name) && l.Time.After(r.Time.Add(-fellThroughWithin)):
+				if d := l.Time.Sub(r.Time).Abs(); fell < 0 || d < fell {
+					fell, n.FellThrough = d, l.Time.Format("15:04:05.000")+" "+l.Text
+				}
+			case l.Time.After(r.Time):
+			case strings.Contains(l.Text, versionLinePrefix): // a new apiserver: a cache of its own
 				n.Version = strings.TrimSpace(l.Text[strings.Index(l.Text, versionLinePrefix)+len(versionLinePrefix):])
-			case strings.Contains(l.Text, fellThrough) && strings.Contains(l.Text, name) && l.Time.After(r.Time.Add(-fellThroughWithin)) && n.FellThrough == "":
-				n.FellThrough = l.Time.Format("15:04:05.000") + " " + l.Text
-			case (strings.Contains(l.Text, rebuildFailed) || strings.Contains(l.Text, fetchFailed)) &&
-				l.Time.After(r.Time.Add(-rebuildWithin)) && !l.Time.After(r.Time.Add(time.Second)):
+				n.Rebuild = ""
+			case strings.Contains(l.Text, rebuildFailed) || strings.Contains(l.Text, fetchFailed):
 				n.Rebuild = l.Time.Format("15:04:05.000") + " " + l.Text
+			case strings.Contains(l.Text, rebuildFetch):
+				inFlight = l.Time
+				if l.Time.Before(r.Time.Add(-rebuildTook)) {
+					n.Rebuild = "" // a rebuild since, done by then, with no failure logged
+				}
+			}
+		}
+		if n.Rebuild == "" && !inFlight.IsZero() && !inFlight.Before(r.Time.Add(-rebuildTook)) {
+			// A rebuild under way at the 404 stores its cache and then
+			// logs that it failed: the line comes just after.
+			for _, l := range lines {
+				if l.Time.After(r.Time) && !l.Time.After(inFlight.Add(rebuildTook)) && (strings.Contains(l.Text, rebuildFailed) || strings.Contains(l.Text, fetchFailed)) {
+					n.Rebuild = l.Time.Format("15:04:05.000") + " " + l.Text
+					break
+				}
 			}
 		}
 		if n.Rebuild != "" && (n.FellThrough != "" || fallThroughQuiet(n.Version)) {

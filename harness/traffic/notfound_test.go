@@ -33,9 +33,22 @@ func TestNotFoundIsExplainedOnlyByTheAnsweringServersLog(t *testing.T) {
 		other   = "E1203 16:20:00.001000 1 peerproxy_handler.go:206] gvr x/v1, Resource=things is not served by anything in this cluster"
 	)
 	logs := map[string][]cluster.LogLine{
-		"cp-old":     {line(-600000, "I1203 16:10:00 1 server.go:150] Version: v1.35.4"), line(-500, rebuild), line(1, fell)},
-		"cp-nofall":  {line(-600000, "I1203 16:10:00 1 server.go:150] Version: v1.35.4"), line(-500, rebuild), line(1, other)},
-		"cp-stale":   {line(-600000, "I1203 16:10:00 1 server.go:150] Version: v1.35.4"), line(-120000, rebuild), line(1, fell)},
+		"cp-old":    {line(-600000, "I1203 16:10:00 1 server.go:150] Version: v1.35.4"), line(-500, rebuild), line(1, fell)},
+		"cp-nofall": {line(-600000, "I1203 16:10:00 1 server.go:150] Version: v1.35.4"), line(-500, rebuild), line(1, other)},
+		"cp-stale": {line(-600000, "I1203 16:10:00 1 server.go:150] Version: v1.35.4"), line(-120000, rebuild),
+			line(-60000, "I1203 16:19:00 1 peerproxy_handler.go:283] Proxying request for /api from  to 172.18.0.6:6443"), line(1, fell)},
+		// Seen in place: the last rebuild failed two minutes before, and none followed.
+		"cp-stuck": {line(-600000, "I1203 16:10:00 1 server.go:150] Version: v1.35.4"), line(-120000, rebuild), line(1, fell)},
+		// A rebuild under way at the 404 has not stored its cache yet.
+		"cp-inflight": {line(-600000, "I1203 16:10:00 1 server.go:150] Version: v1.35.4"), line(-3000, rebuild),
+			line(-200, "I1203 16:19:59 1 peerproxy_handler.go:283] Proxying request for /api from  to 172.18.0.6:6443"), line(1, fell)},
+		// The 404 came between the rebuild storing its cache and logging
+		// that it failed.
+		"cp-storing": {line(-600000, "I1203 16:10:00 1 server.go:150] Version: v1.35.4"),
+			line(-90, "I1203 16:19:59 1 peerproxy_handler.go:283] Proxying request for /api from  to 172.18.0.6:6443"), line(1, fell), line(30, rebuild)},
+		// The failure was an earlier apiserver's, on the same node.
+		"cp-restarted": {line(-600000, "I1203 16:10:00 1 server.go:150] Version: v1.35.4"), line(-120000, rebuild),
+			line(-60000, "I1203 16:19:00 1 server.go:150] Version: v1.35.4"), line(1, fell)},
 		"cp-new":     {line(-600000, "I1203 16:10:00 1 server.go:150] Version: v1.36.3"), line(-500, rebuild)},
 		"cp-newonly": {line(-600000, "I1203 16:10:00 1 server.go:150] Version: v1.36.3")},
 	}
@@ -47,20 +60,24 @@ func TestNotFoundIsExplainedOnlyByTheAnsweringServersLog(t *testing.T) {
 	}
 	var records []Record
 	events := map[string][]audit.Logged{}
-	for _, node := range []string{"cp-old", "cp-nofall", "cp-stale", "cp-new", "cp-newonly", "cp-gone"} {
+	for _, node := range []string{"cp-old", "cp-nofall", "cp-stale", "cp-stuck", "cp-inflight", "cp-storing", "cp-restarted", "cp-new", "cp-newonly", "cp-gone"} {
 		records = append(records, Record{Time: t0, Target: "lb", Verb: "list", Object: "mutatingadmissionpolicies", Code: 404, AuditID: node})
 		events[node] = []audit.Logged{logged(node, node)}
 	}
 	records = append(records, Record{Time: t0, Target: "lb", Verb: "list", Code: 404, AuditID: "not-logged"})
 	got := ExplainNotFound(records, "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies", events, read)
 	want := map[string]string{
-		"cp-old":     CausePeerCacheRebuilt,
-		"cp-nofall":  certify.UnknownCause, // a fall-through for another resource says nothing
-		"cp-stale":   certify.UnknownCause, // a rebuild two minutes before is not this one
-		"cp-new":     CausePeerCacheRebuilt,
-		"cp-newonly": certify.UnknownCause,
-		"cp-gone":    certify.UnknownCause,
-		"not-logged": certify.UnknownCause,
+		"cp-old":       CausePeerCacheRebuilt,
+		"cp-nofall":    certify.UnknownCause, // a fall-through for another resource says nothing
+		"cp-stale":     certify.UnknownCause, // a rebuild since, with no failure
+		"cp-stuck":     CausePeerCacheRebuilt,
+		"cp-inflight":  CausePeerCacheRebuilt,
+		"cp-storing":   CausePeerCacheRebuilt,
+		"cp-restarted": certify.UnknownCause,
+		"cp-new":       CausePeerCacheRebuilt,
+		"cp-newonly":   certify.UnknownCause,
+		"cp-gone":      certify.UnknownCause,
+		"not-logged":   certify.UnknownCause,
 	}
 	for _, n := range got {
 		if n.Cause != want[n.AuditID] {
