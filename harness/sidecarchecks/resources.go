@@ -93,10 +93,7 @@ func (s *Sidecars) resources(ctx context.Context) ([]string, error) {
 			return ev, err
 		}
 		ev = append(ev, fmt.Sprintf("%s helper: ResourceQuota charged %s (formula %s, %s)", c.name, used, c.cpu, c.memory))
-		if err := s.cs.CoreV1().Pods(ns).Delete(ctx, c.name, metav1.DeleteOptions{}); err != nil {
-			return ev, err
-		}
-		if _, err := s.waitGone(ctx, ns, c.name, 2*time.Minute); err != nil {
+		if err := s.removePod(ctx, ns, c.name); err != nil {
 			return ev, err
 		}
 	}
@@ -227,14 +224,21 @@ func (s *Sidecars) limits(ctx context.Context, k Kubelet, ns string, c sizedCase
 	case cg.memory == nil || cg.memory.Cmp(wantMem) != 0:
 		return "", fmt.Errorf("the Pod's cgroup %s has memory limit %s, the formula gives %s", cg.memPath, cg.memText, wantMem.String())
 	}
-	if err := s.cs.CoreV1().Pods(ns).Delete(ctx, c.name, metav1.DeleteOptions{}); err != nil {
-		return "", err
-	}
-	if _, err := s.waitGone(ctx, ns, c.name, 2*time.Minute); err != nil {
+	if err := s.removePod(ctx, ns, c.name); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("%s helper: QoS %s (computed %s); the kubelet's Pod cgroup %s: CPU quota %s (%s), memory limit %s (%s) - the formula's %s, %s",
 		c.name, p.Status.QOSClass, wantQoS, cg.cpuPath, cg.cpuText, cg.cpu.String(), cg.memText, cg.memory.String(), c.cpu, c.memory), nil
+}
+
+// removePod deletes a case's Pod and waits until it is gone, so the next
+// case's requests are charged and scheduled alone.
+func (s *Sidecars) removePod(ctx context.Context, ns, name string) error {
+	if err := s.cs.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		return err
+	}
+	_, err := s.waitGone(ctx, ns, name, 2*time.Minute)
+	return err
 }
 
 // effective computes a Pod's effective request of one resource the way

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/skewer-k8s/skewer/harness/certify"
-	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/sidecar"
 )
 
@@ -168,23 +167,14 @@ func perPod(pod *corev1.Pod) *corev1.Pod {
 // sink: a sidecar.StopConditions.LostLines.
 func (s *Sidecars) lostLines(ns, deploy string) func(context.Context, []corev1.Pod) (int, error) {
 	return func(ctx context.Context, replaced []corev1.Pod) (int, error) {
-		nodes, err := s.c.Nodes(ctx)
-		if err != nil {
-			return 0, err
-		}
 		lost := 0
 		for _, p := range replaced {
-			var node *cluster.Node
-			for i := range nodes {
-				if nodes[i].Name == p.Spec.NodeName {
-					node = &nodes[i]
-				}
-			}
-			if node == nil {
-				return 0, fmt.Errorf("Pod %s ran on %q, not a node of the cluster", p.Name, p.Spec.NodeName)
+			node, err := s.c.Node(ctx, p.Spec.NodeName)
+			if err != nil {
+				return 0, fmt.Errorf("Pod %s ran on %q: %w", p.Name, p.Spec.NodeName, err)
 			}
 			dir := deploy + "/" + p.Name
-			ev, err := events(ctx, *node, ns, dir)
+			ev, err := events(ctx, node, ns, dir)
 			if err != nil {
 				return 0, err
 			}
@@ -192,7 +182,7 @@ func (s *Sidecars) lostLines(ns, deploy string) func(context.Context, []corev1.P
 			if written == 0 {
 				return 0, fmt.Errorf("the app of Pod %s never said how many lines it wrote: %s", p.Name, eventLines(ev))
 			}
-			shipped, err := linesIn(ctx, *node, sidecarEventsDir(ns, dir)+"/shipped")
+			shipped, err := linesIn(ctx, node, sidecarEventsDir(ns, dir)+"/shipped")
 			if err != nil {
 				return 0, err
 			}

@@ -127,7 +127,7 @@ func ExplainNotFound(notFound []Record, resource string, events map[string][]aud
 			case strings.Contains(l.Text, versionLinePrefix): // a new apiserver: a cache of its own
 				n.Version = strings.TrimSpace(l.Text[strings.Index(l.Text, versionLinePrefix)+len(versionLinePrefix):])
 				n.Rebuild = ""
-			case strings.Contains(l.Text, rebuildFailed) || strings.Contains(l.Text, fetchFailed):
+			case failedRebuild(l.Text):
 				n.Rebuild = l.Time.Format("15:04:05.000") + " " + l.Text
 			case strings.Contains(l.Text, rebuildFetch):
 				inFlight = l.Time
@@ -140,7 +140,7 @@ func ExplainNotFound(notFound []Record, resource string, events map[string][]aud
 			// A rebuild under way at the 404 stores its cache and then
 			// logs that it failed: the line comes just after.
 			for _, l := range lines {
-				if l.Time.After(r.Time) && !l.Time.After(inFlight.Add(rebuildTook)) && (strings.Contains(l.Text, rebuildFailed) || strings.Contains(l.Text, fetchFailed)) {
+				if l.Time.After(r.Time) && !l.Time.After(inFlight.Add(rebuildTook)) && failedRebuild(l.Text) {
 					n.Rebuild = l.Time.Format("15:04:05.000") + " " + l.Text
 					break
 				}
@@ -152,6 +152,12 @@ func ExplainNotFound(notFound []Record, resource string, events map[string][]aud
 		out = append(out, n)
 	}
 	return out
+}
+
+// failedRebuild says whether an apiserver's log line is a rebuild of its
+// peer cache that could not fetch a peer.
+func failedRebuild(text string) bool {
+	return strings.Contains(text, rebuildFailed) || strings.Contains(text, fetchFailed)
 }
 
 // fallThroughQuiet says whether an apiserver of version v logs a request
