@@ -39,9 +39,14 @@ func certifyCommand() *cobra.Command {
 		Long: `certify takes an HA cluster at --from through the upgrade to --to, one cluster per strategy:
 surge (one control plane at --to, the mixed window, a rollback under traffic, then through under
 the same traffic) and in-place (kubeadm upgrades each control plane where it stands, under traffic).
-Every promise of the catalogue gets one verdict per strategy: pass, fail, waived (a documented
-upstream behaviour, with its reference) or skipped (with the reason). --out receives results.json
-(its schema: harness/report/results.schema.json), junit.xml, summary.md and report.html.
+Every promise of the catalogue gets one verdict per strategy: pass, fail, waived (a failure whose
+cause a detector found in its evidence, a documented upstream behaviour of the versions in play,
+with its reference), error (the check could not run: counts as a failure), not-applicable (the
+strategy or the pair rules it out, with the rule) or not-selected (--only, --skip). The run
+passes only when every applicable, selected promise passed or was waived; a run cut short is
+incomplete, never a pass. The last line printed states the outcome and the coverage. --out
+receives results.json (its schema: harness/report/results.schema.json), junit.xml, summary.md
+and report.html.
 
 A side may be a build of your own instead of skewer's from the Go module proxy: --node-image to=REF
 (a node image on this machine, used as it is: surge only) or --kubernetes to=PATH (a server release
@@ -81,12 +86,15 @@ is 1 when any promise failed.`,
 					return errors.Join(err, werr)
 				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "%s\nresults in %s (results.json, junit.xml, summary.md, report.html; evidence/: node and audit logs)\n", res.Summary(), f.out)
+				// The last line says the verdict and what it covers, even with -q.
+				fmt.Fprintln(cmd.OutOrStdout(), res.Headline())
 			}
 			if err != nil {
 				return err
 			}
-			if res.Outcome == certify.Fail {
-				return fmt.Errorf("certification of %s failed: %d promise(s) failed (%s)", in.Pair, res.Counts()[certify.Fail], filepath.Join(f.out, report.SummaryFile))
+			if res.Outcome != certify.Pass {
+				c := res.Counts()
+				return fmt.Errorf("certification of %s: %s, %d promise(s) failed, %d could not be judged (%s)", in.Pair, res.Outcome, c[certify.Fail], c[certify.Error], filepath.Join(f.out, report.SummaryFile))
 			}
 			return nil
 		},
@@ -200,7 +208,7 @@ func listCatalogue(w io.Writer) error {
 }
 
 // printPlan says, per strategy, what a run would judge and why the rest
-// is skipped, grouped by reason.
+// is not, grouped by outcome and reason.
 func printPlan(w io.Writer, in certification.Input) {
 	fmt.Fprintf(w, "certify %s\n", in.Pair)
 	plan := certification.Plan(in)
@@ -208,8 +216,9 @@ func printPlan(w io.Writer, in certification.Input) {
 		var judged []string
 		skipped := map[string][]string{}
 		for _, v := range plan[s] {
-			if v.Outcome == certify.Skipped {
-				skipped[v.Reason] = append(skipped[v.Reason], string(v.ID))
+			if v.Outcome != certify.Pass {
+				why := string(v.Outcome) + ", " + v.Reason
+				skipped[why] = append(skipped[why], string(v.ID))
 			} else {
 				judged = append(judged, string(v.ID))
 			}
@@ -221,7 +230,7 @@ func printPlan(w io.Writer, in certification.Input) {
 		}
 		sort.Strings(reasons)
 		for _, r := range reasons {
-			fmt.Fprintf(w, "skipped, %s:\n  %s\n", r, strings.Join(skipped[r], "\n  "))
+			fmt.Fprintf(w, "%s:\n  %s\n", r, strings.Join(skipped[r], "\n  "))
 		}
 	}
 }

@@ -81,15 +81,15 @@ func TestCertifyPlans(t *testing.T) {
 	for _, want := range []string{
 		"certify v1.35.4 -> v1.36.3",
 		"in-place run on cluster skewer-certify-in-place: judges 10 promise(s)",
-		"skipped, left out by --skip:\n  rollout.versions",
-		"skipped, the in-place run does not check it; the surge run does:\n",
+		"not-selected, left out by --skip:\n  rollout.versions",
+		"not-applicable, the in-place strategy holds no mixed window, fault or sidecar phase for it: the surge run judges it:\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("plan lacks %q:\n%s", want, out)
 		}
 	}
-	_, surgeOnly, _ := strings.Cut(out, "the surge run does:\n")
-	surgeOnly, _, _ = strings.Cut(surgeOnly, "skipped,")
+	_, surgeOnly, _ := strings.Cut(out, "the surge run judges it:\n")
+	surgeOnly, _, _ = strings.Cut(surgeOnly, "not-selected,")
 	for _, id := range []string{"mvp.discovery.converges", "mvp.route.verbs", "mvp.trust.identity", "mvp.audit.complete", "mvp.rollback.all-old", "rollout.rollback"} {
 		if !strings.Contains(surgeOnly, "  "+id+"\n") {
 			t.Errorf("%s is not among what only the surge run judges:\n%s", id, surgeOnly)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 
 	"k8s.io/client-go/rest"
@@ -142,7 +143,8 @@ func CheckAudit(ctx context.Context, c *cluster.Cluster, w *Window, ids []string
 	const complete = "mvp.audit.complete"
 	old := w.Old[0]
 	if len(ids) == 0 {
-		return []certify.Verdict{fail(complete, "no request to account for"), fail(finalStage, "no request to account for"), fail(watchFinalStage, "no request to account for")}
+		return []certify.Verdict{certify.NothingObserved(complete, 1, "proxied requests", 0), certify.NothingObserved(finalStage, 1, "proxied requests", 0),
+			certify.NothingObserved(watchFinalStage, 1, "proxied watches", 0)}
 	}
 	want := map[string]bool{}
 	for _, id := range ids {
@@ -206,21 +208,29 @@ func CheckAudit(ctx context.Context, c *cluster.Cluster, w *Window, ids []string
 	for _, evs := range entry {
 		finals = append(finals, evs...)
 	}
-	out = append(out, FinalStages(old.Name, finals)...)
+	out = append(out, FinalStages(old.Name, finals, peers)...)
 	return out
 }
 
 const finalStage, watchFinalStage = "mvp.audit.final-stage", "mvp.audit.watch-final-stage"
 
+// CauseReverseProxyAbort is why a proxied watch its client closed ends at
+// the entry server in stage Panic: the entry's reverse proxy aborts the
+// handler (http.ErrAbortHandler, recorded as Panic, code 500, "net/http:
+// abort Handler") while the peer ends the same request in
+// ResponseComplete.
+const CauseReverseProxyAbort = "reverse-proxy-abort"
+
 // FinalStages judges how proxied requests ended in the entry server's
 // audit log (finals: their final events there, ResponseComplete or
-// Panic). A watch its client closed is judged apart, by
-// mvp.audit.watch-final-stage, since the proxy's reverse proxy aborts the
-// handler by design when the client goes (clusters/waivers/upstream.yaml);
-// any other request in stage Panic fails mvp.audit.final-stage, which
-// nothing waives.
-func FinalStages(entry string, finals []audit.Event) []certify.Verdict {
-	var watches, panics, watchPanics []string
+// Panic; peers: the peers' final events by audit ID). A watch its client
+// closed is judged apart, by mvp.audit.watch-final-stage: a Panic there
+// is put down to CauseReverseProxyAbort only when the entry's event is
+// that abort and the peer ended the request in ResponseComplete. Any
+// other request in stage Panic fails mvp.audit.final-stage, which
+// nothing waives. Each needs at least one request of its kind.
+func FinalStages(entry string, finals []audit.Event, peers map[string][]audit.Event) []certify.Verdict {
+	var watches, panics, watchPanics, causes []string
 	for _, e := range finals {
 		if e.Verb == "watch" {
 			watches = append(watches, string(e.AuditID))
@@ -228,28 +238,61 @@ func FinalStages(entry string, finals []audit.Event) []certify.Verdict {
 		if e.Stage != "Panic" {
 			continue
 		}
-		if e.Verb == "watch" {
-			watchPanics = append(watchPanics, string(e.AuditID))
-		} else {
+		if e.Verb != "watch" {
 			panics = append(panics, fmt.Sprintf("%s (%s %s)", e.AuditID, e.Verb, e.RequestURI))
+			continue
 		}
+		cause, what := abortedWatch(e, peers[string(e.AuditID)])
+		watchPanics = append(watchPanics, fmt.Sprintf("%s: %s", e.AuditID, what))
+		causes = append(causes, cause)
 	}
 	others := len(finals) - len(watches)
-	out := []certify.Verdict{{ID: finalStage, Outcome: certify.Pass, Evidence: []string{fmt.Sprintf("%d proxied requests other than watches ended at %s in ResponseComplete", others, entry)}}}
-	if len(panics) > 0 {
+	var out []certify.Verdict
+	switch {
+	case others == 0:
+		out = append(out, certify.NothingObserved(finalStage, 1, "proxied requests other than watches ended at "+entry, 0))
+	case len(panics) > 0:
 		v := fail(finalStage, "%d of %d proxied requests (not watches) ended at %s in stage Panic", len(panics), others, entry)
 		v.Evidence = panics
-		out[0] = v
+		out = append(out, v)
+	default:
+		out = append(out, certify.Verdict{ID: finalStage, Outcome: certify.Pass, Evidence: []string{fmt.Sprintf("%d proxied requests other than watches ended at %s in ResponseComplete", others, entry)}})
 	}
 	switch {
 	case len(watches) == 0:
-		out = append(out, certify.Verdict{ID: watchFinalStage, Outcome: certify.Skipped, Reason: "no proxied watch among the requests"})
+		out = append(out, certify.NothingObserved(watchFinalStage, 1, "proxied watches ended at "+entry, 0))
 	case len(watchPanics) > 0:
-		v := fail(watchFinalStage, "%d of %d proxied watches, closed by their client, ended at %s in stage Panic, where the peer logged ResponseComplete", len(watchPanics), len(watches), entry)
-		v.Evidence = watchPanics
+		v := fail(watchFinalStage, "%d of %d proxied watches, closed by their client, ended at %s in stage Panic", len(watchPanics), len(watches), entry)
+		v.Evidence, v.Causes = watchPanics, causes
 		out = append(out, v)
 	default:
 		out = append(out, certify.Verdict{ID: watchFinalStage, Outcome: certify.Pass, Evidence: []string{fmt.Sprintf("%d proxied watches ended at %s in ResponseComplete", len(watches), entry)}})
 	}
 	return out
+}
+
+// abortedWatch says why a proxied watch ended at its entry in stage Panic
+// (e), given its peers' final events: CauseReverseProxyAbort when e is the
+// reverse proxy's abort and one peer ended it in ResponseComplete, else
+// unknown; and what the events show.
+func abortedWatch(e audit.Event, atPeers []audit.Event) (cause, what string) {
+	code, msg := int32(0), ""
+	if st := e.ResponseStatus; st != nil {
+		code, msg = st.Code, st.Message
+	}
+	what = fmt.Sprintf("Panic at the entry, code %d %q", code, msg)
+	completed := 0
+	for _, p := range atPeers {
+		what += fmt.Sprintf("; %s at the peer", p.Stage)
+		if p.Stage == "ResponseComplete" {
+			completed++
+		}
+	}
+	if len(atPeers) == 0 {
+		what += "; nothing at any peer"
+	}
+	if code == 500 && strings.Contains(msg, "abort Handler") && completed == 1 {
+		return CauseReverseProxyAbort, what
+	}
+	return certify.UnknownCause, what
 }

@@ -11,8 +11,8 @@
 //   - in-place: create at From; every control plane upgraded where it
 //     stands, under traffic.
 //
-// A promise no check of this package proves yet is skipped with the
-// reason, naming the suite of make e2e that proves it.
+// A promise a strategy's run does not judge is not applicable to it,
+// with the rule; one no run judges is an error.
 package certification
 
 import (
@@ -39,7 +39,7 @@ type Input struct {
 	Pair       certify.Pair
 	Strategies []rollout.Strategy
 	// Only, when set, are the promises to judge; Skip are left out. The
-	// rest are skipped with that reason.
+	// rest are not selected: not run, not counted.
 	Only, Skip []certify.ID
 	Waivers    certify.Waivers
 	// Strict refuses every waiver.
@@ -120,26 +120,28 @@ var checkedBy = map[rollout.Strategy][]certify.ID{
 		"cluster.no-unexpected-restarts", "cluster.nodes-stay-ready", "mvp.audit.run-complete"},
 }
 
-// notYet says why certify does not judge a promise: the other run does,
-// or nothing proves it yet.
-func notYet(id certify.ID, s rollout.Strategy) string {
+// notJudged is the verdict of a promise a strategy's run does not judge:
+// not applicable when the strategy does not take the path it needs (the
+// surge run judges it), an error when no run proves it - a promise of the
+// catalogue certify cannot judge is a hole, not a skip.
+func notJudged(id certify.ID, s rollout.Strategy) certify.Verdict {
 	if slices.Contains(checkedBy[rollout.StrategySurge], id) {
-		return "the " + string(s) + " run does not check it; the surge run does"
+		return certify.Inapplicable(id, "the %s strategy holds no mixed window, fault or sidecar phase for it: the surge run judges it", s)
 	}
-	return "not checked yet: no check of certify or of a suite proves it (an open issue builds it)"
+	return certify.Errored(id, "no check of certify judges it")
 }
 
-// Plan is what each run will judge, by strategy, and why the rest is
-// skipped: what --dry-run prints.
+// Plan is what each run will judge, by strategy (outcome pass: to be
+// judged), and why the rest is not: what --dry-run prints.
 func Plan(in Input) map[rollout.Strategy][]certify.Verdict {
 	out := map[rollout.Strategy][]certify.Verdict{}
 	for _, s := range in.Strategies {
 		for _, p := range certify.Catalogue() {
 			v := certify.Verdict{ID: p.ID, Outcome: certify.Pass}
 			if ok, why := in.selected(p.ID); !ok {
-				v = certify.Verdict{ID: p.ID, Outcome: certify.Skipped, Reason: why}
+				v = certify.Verdict{ID: p.ID, Outcome: certify.NotSelected, Reason: why}
 			} else if !slices.Contains(checkedBy[s], p.ID) {
-				v = certify.Verdict{ID: p.ID, Outcome: certify.Skipped, Reason: notYet(p.ID, s)}
+				v = notJudged(p.ID, s)
 			}
 			out[s] = append(out[s], v)
 		}
@@ -186,7 +188,10 @@ func Run(ctx context.Context, in Input) (*report.Results, error) {
 	if err := in.CheckImages(ctx); err != nil {
 		return nil, err
 	}
+	// A waiver holds only for the versions it names.
+	in.Waivers = in.Waivers.For(in.Pair.From, in.Pair.To)
 	res := report.New(in.Pair, in.Tool, time.Now())
+	res.Strict = in.Strict
 	res.Host = host(ctx)
 	res.Budget = &in.Budget
 	images := map[version.Version]string{}
@@ -214,9 +219,11 @@ func Run(ctx context.Context, in Input) (*report.Results, error) {
 			break
 		}
 	}
-	err := res.Finish(time.Now())
 	if ctx.Err() != nil {
 		res.Incomplete = fmt.Sprintf("interrupted after %d of %d run(s): %v", len(res.Runs), len(in.Strategies), context.Cause(ctx))
+	}
+	err := res.Finish(time.Now())
+	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
 	return res, err

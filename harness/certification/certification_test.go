@@ -2,6 +2,8 @@ package certification
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"path/filepath"
 	"slices"
@@ -55,7 +57,8 @@ func TestValidate(t *testing.T) {
 // outweighs a pass, passes gather their evidence.
 func TestJudgeMerges(t *testing.T) {
 	in := input(t)
-	in.Waivers = certify.Waivers{"rollout.membership": {ID: "rollout.membership", Observed: "x", Reason: "y", Reference: "https://example.org/z"}}
+	in.Waivers = certify.Waivers{"rollout.membership": {ID: "rollout.membership", Cause: "c", Versions: []string{"1.35", "1.36"},
+		Observed: "x", Reason: "y", Reference: "https://example.org/z"}}.For(in.Pair.From, in.Pair.To)
 	r := &run{in: in, out: io.Discard}
 	pass := func(ev string) certify.Verdict {
 		return certify.Verdict{ID: "rollout.versions", Outcome: certify.Pass, Evidence: []string{ev}}
@@ -70,21 +73,22 @@ func TestJudgeMerges(t *testing.T) {
 	if got := r.verdicts["rollout.versions"]; got.Outcome != certify.Fail || got.Reason != "one at v1.35.4" {
 		t.Errorf("a failure then a pass: %+v", got)
 	}
-	r.judge(certify.Verdict{ID: "rollout.membership", Outcome: certify.Fail, Reason: "an extra etcd member"})
+	r.judge(certify.Verdict{ID: "rollout.membership", Outcome: certify.Fail, Reason: "an extra etcd member", Causes: []string{"c"}})
 	if got := r.verdicts["rollout.membership"]; got.Outcome != certify.Waived {
 		t.Errorf("a waived failure: %+v", got)
 	}
 	r.in.Strict = true
-	r.judge(certify.Verdict{ID: "rollout.membership", Outcome: certify.Fail, Reason: "an extra etcd member"})
+	r.judge(certify.Verdict{ID: "rollout.membership", Outcome: certify.Fail, Reason: "an extra etcd member", Causes: []string{"c"}})
 	if got := r.verdicts["rollout.membership"]; got.Outcome != certify.Fail {
 		t.Errorf("strict: %+v", got)
 	}
 }
 
 // A check that fails once the run was interrupted was cut short, not
-// failed: skipped, with what it said kept as evidence. What failed
-// before the interrupt stays failed, and a pass stays a pass.
-func TestInterruptedChecksAreSkipped(t *testing.T) {
+// failed: an error (it could not run), with what it said kept as
+// evidence. What failed before the interrupt stays failed, and a pass
+// stays a pass.
+func TestInterruptedChecksAreErrors(t *testing.T) {
 	stopped := false
 	r := &run{in: input(t), out: io.Discard, cutShort: func() bool { return stopped }}
 	r.judge(certify.Verdict{ID: "rollout.versions", Outcome: certify.Fail, Reason: "one at v1.35.4"})
@@ -100,7 +104,7 @@ func TestInterruptedChecksAreSkipped(t *testing.T) {
 		t.Errorf("passed before the interrupt: %+v", got)
 	}
 	got := r.verdicts["mvp.route.verbs"]
-	if got.Outcome != certify.Skipped || !strings.Contains(got.Reason, "interrupted") || !slices.Contains(got.Evidence, "cut short: context canceled") {
+	if got.Outcome != certify.Error || !strings.Contains(got.Reason, "interrupted") || !slices.Contains(got.Evidence, "cut short: context canceled") {
 		t.Errorf("cut short: %+v", got)
 	}
 	if err := got.Validate(); err != nil {
@@ -108,24 +112,13 @@ func TestInterruptedChecksAreSkipped(t *testing.T) {
 	}
 }
 
-// A run with nothing selected makes no cluster and skips every promise
-// with its reason; the results still validate. Every promise is left out
-// by --skip but one that no run judges (--only): found, not named -
-// naming one that a later change made certify judge would start a real
-// certification. When certify judges them all, --only names none.
+// A run with nothing selected makes no cluster and says of every
+// promise that it was not selected; the results still validate, and
+// their coverage says nothing was judged.
 func TestNothingSelectedMakesNoCluster(t *testing.T) {
 	in := input(t)
-	var unjudged certify.ID
 	for _, p := range certify.Catalogue() {
-		judged := false
-		for _, ids := range checkedBy {
-			judged = judged || slices.Contains(ids, p.ID)
-		}
-		if judged {
-			in.Skip = append(in.Skip, p.ID)
-		} else if unjudged == "" {
-			unjudged = p.ID
-		}
+		in.Skip = append(in.Skip, p.ID)
 	}
 	res := report.New(in.Pair, report.Tool{Version: "test", Go: "go", Kind: "v0"}, t0())
 	for _, s := range in.Strategies {
@@ -139,16 +132,58 @@ func TestNothingSelectedMakesNoCluster(t *testing.T) {
 	if err := res.Finish(t0()); err != nil {
 		t.Fatal(err)
 	}
-	if c := res.Counts(); c[certify.Skipped] != 2*len(certify.Catalogue()) {
+	if c := res.Counts(); c[certify.NotSelected] != 2*len(certify.Catalogue()) {
 		t.Errorf("counts %v", c)
 	}
+	if res.Coverage.Judged != 0 || !strings.Contains(res.Headline(), "PASS, judged 0 of 58 promises; not judged: cluster 2 of 2, mvp 28 of 28") {
+		t.Errorf("coverage of a run that judged nothing: %s", res.Headline())
+	}
 	for _, p := range res.Runs[0].Promises {
-		if p.ID == unjudged && !strings.Contains(p.Reason, "not checked yet") {
-			t.Errorf("judged by no run: %q", p.Reason)
-		}
 		if p.ID == "rollout.versions" && p.Reason != "left out by --skip" {
-			t.Errorf("skipped: %q", p.Reason)
+			t.Errorf("not selected: %q", p.Reason)
 		}
+	}
+}
+
+// Every promise of the catalogue is judged by some strategy's run: one
+// that none judges would be an error in every certification.
+func TestEveryPromiseHasARun(t *testing.T) {
+	for _, p := range certify.Catalogue() {
+		if !slices.Contains(checkedBy[rollout.StrategySurge], p.ID) {
+			t.Errorf("%s: no run of certify judges it", p.ID)
+		}
+	}
+	if v := notJudged("rollout.nope", rollout.StrategyInPlace); v.Outcome != certify.Error {
+		t.Errorf("a promise no run judges: %+v", v)
+	}
+}
+
+// A promise --only or --skip left out is not selected whatever its
+// check said: a failure there neither counts nor fails the run.
+func TestUnselectedVerdictsDoNotCount(t *testing.T) {
+	in := input(t)
+	in.Only = []certify.ID{"rollout.versions"}
+	r := &run{in: in, out: io.Discard}
+	r.judge(certify.Verdict{ID: "rollout.membership", Outcome: certify.Fail, Reason: "an extra etcd member"})
+	r.judge(certify.Verdict{ID: "rollout.versions", Outcome: certify.Pass})
+	if got := r.verdicts["rollout.membership"]; got.Outcome != certify.NotSelected || got.Reason != "not among --only" {
+		t.Errorf("an unselected failure: %+v", got)
+	}
+	if err := certify.Failed([]certify.Verdict{r.verdicts["rollout.membership"], r.verdicts["rollout.versions"]}); err != nil {
+		t.Errorf("an unselected failure failed the run: %v", err)
+	}
+}
+
+// A mixed window that cannot be opened makes its promises errors, unless
+// the pair offers nothing to route: only then do they not apply.
+func TestNoWindow(t *testing.T) {
+	r := &run{in: input(t), out: io.Discard, windowErr: fmt.Errorf("%w: v1.36.3 serves no routable resource", ErrNothingToRoute)}
+	if v := r.noWindow("mvp.route.verbs"); v.Outcome != certify.NotApplicable {
+		t.Errorf("nothing to route: %+v", v)
+	}
+	r.windowErr = errors.New("the server is currently unable to handle the request")
+	if v := r.noWindow("mvp.route.verbs"); v.Outcome != certify.Error || !strings.Contains(v.Reason, "unable to handle") {
+		t.Errorf("an API error: %+v", v)
 	}
 }
 
@@ -158,13 +193,13 @@ func t0() time.Time { return time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC) }
 // repository's waivers name is one a check reports.
 func TestWaiversNameCausesChecksGive(t *testing.T) {
 	given := map[string]bool{CauseNoCapablePeer: true, CauseServerWentDown: true, CausePeerCacheRebuilt: true, CauseTransportUncounted: true,
-		restarts.CauseStuckOnOneAPIServer: true, traffic.CauseAuthorizerNotSynced: true}
+		restarts.CauseStuckOnOneAPIServer: true, traffic.CauseAuthorizerNotSynced: true, CauseReverseProxyAbort: true}
 	ws, err := certify.LoadWaivers(filepath.Join("..", "..", certify.UpstreamFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for id, w := range ws {
-		if w.Cause != "" && !given[w.Cause] {
+		if !given[w.Cause] {
 			t.Errorf("the waiver of %s names the cause %q, which no check gives", id, w.Cause)
 		}
 	}

@@ -32,7 +32,7 @@ func gateBeta(v version.Version) bool { return v.Major() > 1 || v.Minor() >= 36 
 // with stock kubeadm gets no proxy (the verdict says so). The flag is put
 // back before it returns. An entry below 1.36 (the gate alpha: it must be
 // set) or with the gate set explicitly does not run on the default: the
-// promise is skipped, saying so. The runtime-config variant calls it with
+// promise does not apply, saying so. The runtime-config variant calls it with
 // its window, whose entry is always of the newer version: a pair from
 // 1.35 judges it on a 1.36 server there (the rollout leaves the gate
 // unset on the servers it deploys at 1.36 and later).
@@ -40,7 +40,7 @@ func CheckBetaDefault(ctx context.Context, c *cluster.Cluster, w *Window) certif
 	const id = "mvp.defaults.beta"
 	old := w.Old[0]
 	if !gateBeta(old.Version) {
-		return certify.Verdict{ID: id, Outcome: certify.Skipped, Reason: fmt.Sprintf(
+		return certify.Verdict{ID: id, Outcome: certify.NotApplicable, Reason: fmt.Sprintf(
 			"the entry %s runs %s, where the gate is alpha and must be set: no default to prove", old.Name, old.Version)}
 	}
 	node, err := c.Node(ctx, old.Name)
@@ -53,7 +53,7 @@ func CheckBetaDefault(ctx context.Context, c *cluster.Cluster, w *Window) certif
 	}
 	for _, f := range flags {
 		if strings.HasPrefix(f, "--feature-gates=") && strings.Contains(f, proxyGate) {
-			return certify.Verdict{ID: id, Outcome: certify.Skipped, Reason: fmt.Sprintf(
+			return certify.Verdict{ID: id, Outcome: certify.NotApplicable, Reason: fmt.Sprintf(
 				"%s (%s) does not run on the gate's default: it is set (%s)", old.Name, old.Version, f)}
 		}
 	}

@@ -293,8 +293,7 @@ func rebuiltWithout(ctx context.Context, c *cluster.Cluster, node, id string, si
 func peerProxyErrorsMoved(old Server, before, after metrics.Snapshot, scrapeErr error) certify.Verdict {
 	const id = "mvp.metrics.peer-proxy-errors"
 	if !countsPeerProxyErrors(old.Version) {
-		return certify.Verdict{ID: id, Outcome: certify.Skipped,
-			Reason: fmt.Sprintf("the older apiservers (%s) have no %s: the proxy's handler counts it since v1.36", old.Version, peerProxyErrors)}
+		return certify.Inapplicable(id, "the older apiservers (%s) have no %s: the proxy's handler counts it since v1.36", old.Version, peerProxyErrors)
 	}
 	if scrapeErr != nil {
 		return fail(id, "scrape of %s after the fault: %v", old.Name, scrapeErr)
@@ -326,7 +325,7 @@ func peerProxyErrorsMoved(old Server, before, after metrics.Snapshot, scrapeErr 
 func CheckPeerStopped(ctx context.Context, c *cluster.Cluster, w *Window) certify.Verdict {
 	const id = "mvp.fault.peer-stopped"
 	if len(w.New) < 2 {
-		return certify.Verdict{ID: id, Outcome: certify.Skipped, Reason: fmt.Sprintf("the window has %d newer apiserver(s): no next capable peer", len(w.New))}
+		return certify.Errored(id, "the check needs a window with two newer apiservers; this one has %d: no next capable peer", len(w.New))
 	}
 	old, gone, rest := w.Old[0], w.New[0], w.New[1:]
 	if _, err := w.RouteWorks(ctx, "default"); err != nil {

@@ -67,7 +67,7 @@ func TestPeerProxyErrorsMoved(t *testing.T) {
 	if v := peerProxyErrorsMoved(v136, before, before, nil); v.Outcome != certify.Fail || !strings.Contains(v.Reason, "not exported") {
 		t.Errorf("never incremented on a 1.36 server: %+v", v)
 	}
-	if v := peerProxyErrorsMoved(v135, before, before, nil); v.Outcome != certify.Skipped {
+	if v := peerProxyErrorsMoved(v135, before, before, nil); v.Outcome != certify.NotApplicable {
 		t.Errorf("a 1.35 server has no such metric: %+v", v)
 	}
 	if v := peerProxyErrorsMoved(v136, before, nil, errors.New("refused")); v.Outcome != certify.Fail {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -83,7 +84,7 @@ func OpenWindow(ctx context.Context, c *cluster.Cluster, newer version.Version, 
 		}
 	}
 	if len(routable) == 0 {
-		return nil, fmt.Errorf("%s serves no routable resource the older apiservers lack (%d only it serves)", newer, len(onlyNewer))
+		return nil, fmt.Errorf("%w: %s serves no routable resource the older apiservers lack (%d only it serves)", ErrNothingToRoute, newer, len(onlyNewer))
 	}
 	w.Resource = routable[0]
 	for _, r := range routable {
@@ -94,6 +95,10 @@ func OpenWindow(ctx context.Context, c *cluster.Cluster, newer version.Version, 
 	}
 	return w, nil
 }
+
+// ErrNothingToRoute is OpenWindow's error when the pair offers no
+// resource only the newer version serves: the proxy has nothing to route.
+var ErrNothingToRoute = errors.New("nothing to route")
 
 // SplitWindow reads the window c is in as its apiservers split by whether
 // they run newer, with no resource: what the checks that need none (the
@@ -310,7 +315,7 @@ func (w *Window) mark(obj *unstructured.Unstructured, run, ns string) {
 // watched and deleted; the newer apiserver reads what the older one made,
 // and the watch delivers ADDED, MODIFIED and DELETED. Without a sample
 // object of the resource only get, list and watch can be routed, and the
-// promise is skipped, saying which file to add. The audit IDs of the
+// promise is an error, saying which file to add. The audit IDs of the
 // requests through the older apiserver go to ids, for CheckAudit.
 func CheckRouteVerbs(ctx context.Context, w *Window, ns string, ids *auditIDs) certify.Verdict {
 	const id = "mvp.route.verbs"
@@ -332,8 +337,8 @@ func CheckRouteVerbs(ctx context.Context, w *Window, ns string, ids *auditIDs) c
 		if _, err := api.List(ctx, selector); err != nil {
 			return fail(id, "list %s through %s (%s): %v", key, old.Name, old.Version, err)
 		}
-		return certify.Verdict{ID: id, Outcome: certify.Skipped,
-			Reason:   fmt.Sprintf("no sample object of %s (%s): create, update, patch and delete cannot be routed without one", key, samplePath(w.Resource)),
+		return certify.Verdict{ID: id, Outcome: certify.Error,
+			Reason:   fmt.Sprintf("no sample object of %s (add one at %s): create, update, patch and delete cannot be routed without one", key, samplePath(w.Resource)),
 			Evidence: []string{fmt.Sprintf("list %s through %s (%s): 200", key, old.Name, old.Version)}}
 	}
 	w.mark(obj, run, ns)
@@ -682,4 +687,47 @@ func CheckScope(ctx context.Context, c *cluster.Cluster, w *Window) certify.Verd
 		ev = append(ev, fmt.Sprintf("%s: widgets 200, APIService 503 in %s", s.Name, took.Round(time.Millisecond)))
 	}
 	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: append(ev, "each logged by the server asked alone")}
+}
+
+// NewerOnly is what the apiservers at newer serve locally and every
+// other apiserver lacks, found by comparing their discovery; nothing
+// while the cluster is not in a mixed window.
+func NewerOnly(ctx context.Context, c *cluster.Cluster, newer version.Version) ([]discovery.Resource, error) {
+	all, err := servers(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	newLocal, oldLocal := discovery.Set{}, discovery.Set(nil)
+	for _, s := range all {
+		cs, err := s.client()
+		if err != nil {
+			return nil, err
+		}
+		local, err := discovery.Local(ctx, cs)
+		if err != nil {
+			return nil, fmt.Errorf("local discovery of %s: %w", s.Name, err)
+		}
+		switch {
+		case s.Version == newer:
+			maps.Copy(newLocal, local)
+		case oldLocal == nil:
+			oldLocal = local
+		default:
+			maps.DeleteFunc(oldLocal, func(k string, _ discovery.Resource) bool { _, ok := local[k]; return !ok })
+		}
+	}
+	if len(newLocal) == 0 || oldLocal == nil {
+		return nil, nil
+	}
+	return discovery.OnlyIn(newLocal, oldLocal), nil
+}
+
+// firstRoutable is the path of the first of rs the proxy can route, "" if none.
+func firstRoutable(rs []discovery.Resource) string {
+	for _, r := range rs {
+		if r.Routable() {
+			return r.Path()
+		}
+	}
+	return ""
 }

@@ -55,7 +55,7 @@ type linkRun struct {
 //   - mvp.fault.no-duplicate-write: the write under the black hole, and a
 //     write at +3 s each way whose client gives up after it reached the
 //     peer, each made at most one object, watched while the answer
-//     travels back. Skipped without a sample object of the resource.
+//     travels back. An error without a sample object of the resource.
 //
 // Every fault is reverted before it returns, whatever happened.
 func CheckPeerLink(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Verdict {
@@ -78,8 +78,7 @@ func CheckPeerLink(ctx context.Context, c *cluster.Cluster, w *Window) []certify
 
 	hole, holeMade := l.blackHole(ctx)
 	slow, slowMade := l.slowLink(ctx)
-	dup := certify.Verdict{ID: dupID, Outcome: certify.Skipped,
-		Reason: fmt.Sprintf("no sample object of %s (%s): no write to make", w.Resource.Key(), samplePath(w.Resource))}
+	dup := certify.Errored(dupID, "no sample object of %s (add one at %s): no write to make", w.Resource.Key(), samplePath(w.Resource))
 	if l.obj != nil {
 		dup = certify.Verdict{ID: dupID, Outcome: certify.Pass, Evidence: []string{holeMade.said, slowMade.said}}
 		for _, w := range []written{holeMade, slowMade} {
@@ -352,7 +351,7 @@ func CheckOnlyPeerGone(ctx context.Context, c *cluster.Cluster, w *Window) certi
 	const id = "mvp.fault.only-peer-gone"
 	const d, timeout = 30 * time.Second, 35 * time.Second
 	if len(w.New) != 1 {
-		return certify.Verdict{ID: id, Outcome: certify.Skipped, Reason: fmt.Sprintf("the window has %d newer apiservers, not one", len(w.New))}
+		return certify.Errored(id, "the check needs a window with one newer apiserver; this one has %d", len(w.New))
 	}
 	old, gone := w.Old[0], w.New[0]
 	node, err := c.Node(ctx, gone.Name)

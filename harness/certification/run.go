@@ -2,6 +2,7 @@ package certification
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -41,6 +42,9 @@ type run struct {
 	// stranded what a client kept of it, to meet after the rollback.
 	window   *Window
 	stranded *Stranded
+	// windowErr is why the mixed window could not be opened for the
+	// proxy's checks.
+	windowErr error
 	// disruption is the traffic's table, per backend; steps the load
 	// balancer's requests phase by phase.
 	disruption []report.Backend
@@ -86,10 +90,16 @@ func (r *run) readComponents(ctx context.Context, when string) {
 	r.components[when] = comps
 }
 
-// judge keeps a verdict, its waiver applied, merged with one already there: a failure stays a
-// failure, a waiver outweighs a pass.
+// judge keeps a verdict, its waiver applied, merged with one already
+// there: a failure stays a failure, a waiver outweighs a pass. A promise
+// --only or --skip left out is not judged, whatever a check said of it.
 func (r *run) judge(v certify.Verdict) {
-	if v.Outcome == certify.Fail && r.cutShort != nil && r.cutShort() {
+	if ok, why := r.in.selected(v.ID); !ok {
+		v = certify.Verdict{ID: v.ID, Outcome: certify.NotSelected, Reason: why}
+	} else if v.Outcome.Fails() && r.cutShort != nil && r.cutShort() {
+		if old, ok := r.verdicts[v.ID]; ok && old.Outcome.Judged() {
+			return // judged before the interrupt: that stands
+		}
 		v = interrupted(v, "cut short: "+v.Reason)
 	}
 	r.keep(r.in.Waivers.Apply(v, r.in.Strict))
@@ -115,13 +125,16 @@ func (r *run) keep(v certify.Verdict) {
 
 // interrupted is v unjudged because the run was interrupted (Ctrl-C): a
 // promise an interrupted run did not get to, or whose check the interrupt
-// cut short, is skipped, not failed; the results say they are incomplete.
+// cut short, is an error - not a failure of what it promises - and the
+// certification is incomplete, never a pass.
 func interrupted(v certify.Verdict, evidence ...string) certify.Verdict {
-	return certify.Verdict{ID: v.ID, Outcome: certify.Skipped, Reason: "the run was interrupted before this promise was judged",
+	return certify.Verdict{ID: v.ID, Outcome: certify.Error, Reason: "the run was interrupted before this promise was judged",
 		Evidence: append(evidence, v.Evidence...)}
 }
 
-var weight = map[certify.Outcome]int{certify.Skipped: 0, certify.Pass: 1, certify.Waived: 2, certify.Fail: 3}
+// weight orders outcomes when a promise is judged more than once in a
+// run: the heavier one stands.
+var weight = map[certify.Outcome]int{certify.NotSelected: 0, certify.NotApplicable: 0, certify.Pass: 1, certify.Waived: 2, certify.Error: 3, certify.Fail: 4}
 
 func (r *run) measure(id certify.ID, format string, args ...any) {
 	if r.measured == nil {
@@ -167,7 +180,7 @@ func (r *run) judgeAll(ctx context.Context) {
 	plan := Plan(r.in)[r.strategy]
 	wanted := false
 	for _, v := range plan {
-		if v.Outcome != certify.Skipped {
+		if v.Outcome == certify.Pass {
 			wanted = true
 		}
 	}
@@ -222,7 +235,7 @@ func (r *run) judgeAll(ctx context.Context) {
 		if _, judged := r.verdicts[v.ID]; judged {
 			continue
 		}
-		if v.Outcome == certify.Skipped {
+		if v.Outcome != certify.Pass {
 			r.judge(v)
 			continue
 		}
@@ -234,7 +247,7 @@ func (r *run) judgeAll(ctx context.Context) {
 		if err != nil {
 			reason += ": " + err.Error()
 		}
-		r.keep(certify.Verdict{ID: v.ID, Outcome: certify.Fail, Reason: reason})
+		r.keep(certify.Errored(v.ID, "%s", reason))
 	}
 }
 
@@ -301,12 +314,7 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 		v, newer, took := CheckDiscovery(ctx, r.c, to)
 		r.judge(v)
 		r.measure(v.ID, "discovery: %d resource(s) only %s serves %v; every apiserver's merged discovery showed them %s after the rollout paused", len(newer), to, newer, took.Round(100*time.Millisecond))
-		for _, res := range newer {
-			if res.Routable() {
-				r.newerOnly = res.Path()
-				break
-			}
-		}
+		r.newerOnly = firstRoutable(newer)
 		r.proxyChecks(ctx, newer)
 		if r.window != nil {
 			var err error
@@ -370,7 +378,7 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 		if r.window != nil {
 			r.judge(CheckAllOld(ctx, r.c, r.window.Resource, before))
 		} else {
-			r.judge(certify.Verdict{ID: "mvp.rollback.all-old", Outcome: certify.Skipped, Reason: "the mixed window found no resource to route"})
+			r.judge(r.noWindow("mvp.rollback.all-old"))
 		}
 		return nil
 	}); err != nil {
@@ -432,9 +440,9 @@ func windowPromises() []certify.ID {
 func (r *run) proxyChecks(ctx context.Context, newer []discovery.Resource) {
 	w, err := OpenWindow(ctx, r.c, r.in.Pair.To, newer)
 	if err != nil {
+		r.windowErr = err
 		for _, id := range windowPromises() {
-			r.judge(certify.Verdict{ID: id, Outcome: certify.Skipped,
-				Reason: fmt.Sprintf("no resource to route: %v (the runtime-config variant needs none)", err)})
+			r.judge(r.noWindow(id))
 		}
 		return
 	}
@@ -488,6 +496,9 @@ func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Tra
 			}
 		}
 		for _, v := range sum.Verdicts() {
+			if v.ID == "rollout.no-false-404" && !sum.NewAPIProbed && errors.Is(r.windowErr, ErrNothingToRoute) {
+				v = certify.Inapplicable(v.ID, "%v: no request can meet a false 404", r.windowErr)
+			}
 			r.judge(v)
 		}
 		r.disruption, r.steps = sum.Backends, sum.Steps
@@ -531,9 +542,13 @@ func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Tra
 func (r *run) startTraffic(ctx context.Context) (*traffic.Traffic, error) {
 	var load *traffic.Traffic
 	err := r.phase(ctx, "start the traffic", func(ctx context.Context) error {
-		opts := traffic.Options{Namespace: "skewer-certify-traffic"}
-		if r.newerOnly != "" {
-			opts.NewAPIPath = r.newerOnly
+		opts := traffic.Options{Namespace: "skewer-certify-traffic", NewAPIPath: r.newerOnly}
+		if r.newerOnly == "" {
+			// In place, no newer apiserver exists yet: the first one says.
+			opts.FindNewAPI = func(ctx context.Context) (string, error) {
+				rs, err := NewerOnly(ctx, r.c, r.in.Pair.To)
+				return firstRoutable(rs), err
+			}
 		}
 		var err error
 		load, err = traffic.Start(ctx, r.c, opts)
@@ -574,4 +589,16 @@ func (r *run) result() report.Run {
 		out.Promises = append(out.Promises, report.Result{Verdict: v, Measured: r.measured[id]})
 	}
 	return out
+}
+
+// noWindow is the verdict of a promise judged in the mixed window when
+// the window could not be opened: not applicable when the pair offers no
+// resource only the newer version serves (nothing to route: the input
+// rules it out), an error for anything else - an API error is no reason
+// to pass over twenty promises.
+func (r *run) noWindow(id certify.ID) certify.Verdict {
+	if errors.Is(r.windowErr, ErrNothingToRoute) {
+		return certify.Inapplicable(id, "%v (the runtime-config variant needs none)", r.windowErr)
+	}
+	return certify.Errored(id, "the mixed window could not be opened: %v", r.windowErr)
 }

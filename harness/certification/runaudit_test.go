@@ -122,7 +122,7 @@ func TestCheckRunAudit(t *testing.T) {
 		t.Errorf("half-open: %+v", v)
 	}
 
-	if v := CheckRunAudit([]string{paths[0]}); v.Outcome != certify.Skipped {
-		t.Errorf("one server forwards nothing: %+v", v)
+	if v := CheckRunAudit([]string{paths[0]}); v.Outcome != certify.Fail || !strings.HasPrefix(v.Reason, "nothing observed") {
+		t.Errorf("one server forwards nothing, and nothing is not a pass: %+v", v)
 	}
 }

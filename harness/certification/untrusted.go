@@ -29,7 +29,7 @@ import (
 func CheckUntrustedPeer(ctx context.Context, c *cluster.Cluster, w *Window) certify.Verdict {
 	const id = "mvp.trust.untrusted-peer"
 	if len(w.New) != 1 {
-		return certify.Verdict{ID: id, Outcome: certify.Skipped, Reason: fmt.Sprintf("the window has %d newer apiservers, not one", len(w.New))}
+		return certify.Errored(id, "the check needs a window with one newer apiserver; this one has %d", len(w.New))
 	}
 	old, peer := w.Old[0], w.New[0]
 	node, err := c.Node(ctx, peer.Name)

@@ -227,8 +227,7 @@ func transportErrorsCounted(ctx context.Context, c *cluster.Cluster, w *Window) 
 	const id = "mvp.metrics.peer-proxy-errors"
 	entry := w.Old[0]
 	if !countsPeerProxyErrors(entry.Version) {
-		return certify.Verdict{ID: id, Outcome: certify.Skipped,
-			Reason: fmt.Sprintf("%s (%s) has no %s: the proxy's handler counts it since v1.36", entry.Name, entry.Version, peerProxyErrors)}
+		return certify.Inapplicable(id, "%s (%s) has no %s: the proxy's handler counts it since v1.36", entry.Name, entry.Version, peerProxyErrors)
 	}
 	from, err := c.Node(ctx, entry.Name)
 	if err != nil {

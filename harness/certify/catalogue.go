@@ -42,7 +42,7 @@ var catalogue = []Promise{
 	{"mvp.route.baseline-false-404", "with the proxy off the false 404 is reproduced"},
 	{"mvp.route.loop-guard", "a request already marked x-kubernetes-peer-proxied is served locally, never forwarded again"},
 	{"mvp.trust.identity", "the original user's identity reaches the peer"},
-	{"mvp.trust.uid", "the original user's UID reaches the peer"},
+	{"mvp.trust.uid", "the original user's UID reaches the peer (each apiserver reading X-Remote-Uid, --requestheader-uid-headers, which kubeadm does not set)"},
 	{"mvp.trust.forged-headers", "a client forging X-Remote-* or the hop marker gains nothing, also on a forwarded request"},
 	{"mvp.trust.rbac-at-entry", "RBAC denies at the entry server; the peer never sees the request"},
 	{"mvp.trust.untrusted-peer", "a peer whose certificate the peer CA did not sign receives nothing"},

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/skewer-k8s/skewer/harness/version"
 )
 
 func TestCatalogueIsWellFormed(t *testing.T) {
@@ -49,8 +51,10 @@ func TestVerdictsMustSayWhy(t *testing.T) {
 	for _, v := range []Verdict{
 		{ID: "mvp.route.verbs", Outcome: Pass},
 		{ID: "mvp.route.verbs", Outcome: Fail, Reason: "expected 200, got 404"},
-		{ID: "mvp.route.verbs", Outcome: Skipped, Reason: "no resource only the newer server knows"},
-		{ID: "mvp.fault.only-peer-gone", Outcome: Waived, Reason: "r", Reference: "https://example.invalid/x"},
+		{ID: "mvp.route.verbs", Outcome: Error, Reason: "the window could not be opened"},
+		{ID: "mvp.route.verbs", Outcome: NotApplicable, Reason: "the pair offers no resource only the newer serves"},
+		{ID: "mvp.route.verbs", Outcome: NotSelected, Reason: "left out by --skip"},
+		{ID: "mvp.fault.only-peer-gone", Outcome: Waived, Reason: "r", Reference: "https://example.invalid/x", Causes: []string{"no-capable-peer"}},
 	} {
 		if err := v.Validate(); err != nil {
 			t.Errorf("%+v: %v", v, err)
@@ -59,24 +63,35 @@ func TestVerdictsMustSayWhy(t *testing.T) {
 	for _, v := range []Verdict{
 		{ID: "mvp.no.such", Outcome: Pass},
 		{ID: "mvp.route.verbs", Outcome: "reported"},
+		{ID: "mvp.route.verbs", Outcome: "skipped", Reason: "the old outcome is gone"},
+		{ID: "mvp.route.verbs", Outcome: Incomplete, Reason: "a run's outcome, not a verdict's"},
 		{ID: "mvp.route.verbs", Outcome: Fail},
-		{ID: "mvp.route.verbs", Outcome: Skipped},
+		{ID: "mvp.route.verbs", Outcome: Error},
+		{ID: "mvp.route.verbs", Outcome: NotApplicable},
 		{ID: "mvp.route.verbs", Outcome: Waived, Reason: "r"},
+		{ID: "mvp.route.verbs", Outcome: Waived, Reason: "r", Reference: "https://x.invalid"},
 	} {
 		if err := v.Validate(); err == nil {
 			t.Errorf("%+v accepted", v)
 		}
 	}
-	if err := Failed([]Verdict{{ID: "mvp.route.verbs", Outcome: Pass}, {ID: "mvp.audit.complete", Outcome: Waived, Reason: "r", Reference: "https://x.invalid"}}); err != nil {
-		t.Errorf("pass and waived failed the run: %v", err)
+	if err := Failed([]Verdict{{ID: "mvp.route.verbs", Outcome: Pass}, {ID: "mvp.audit.complete", Outcome: Waived, Reason: "r", Reference: "https://x.invalid", Causes: []string{"c"}},
+		{ID: "mvp.trust.uid", Outcome: NotApplicable, Reason: "rule"}, {ID: "mvp.trust.identity", Outcome: NotSelected, Reason: "--skip"}}); err != nil {
+		t.Errorf("pass, waived, not applicable and not selected failed the run: %v", err)
 	}
-	if err := Failed([]Verdict{{ID: "mvp.route.verbs", Outcome: Fail, Reason: "404"}}); err == nil {
-		t.Error("a failure did not fail the run")
+	for _, o := range []Outcome{Fail, Error} {
+		if err := Failed([]Verdict{{ID: "mvp.route.verbs", Outcome: o, Reason: "404"}}); err == nil {
+			t.Errorf("%s did not fail the run", o)
+		}
+	}
+	if v := NothingObserved("mvp.audit.final-stage", 1, "proxied requests", 0); v.Outcome != Fail || !strings.HasPrefix(v.Reason, "nothing observed") {
+		t.Errorf("a check below its floor: %+v", v)
 	}
 }
 
 // The repository's own waivers parse and waive only promises of the
-// catalogue, each with an upstream reference.
+// catalogue, each with a cause, versions and an upstream reference, and
+// each says where it is written.
 func TestRepositoryWaivers(t *testing.T) {
 	ws, err := LoadWaivers(filepath.Join("..", "..", UpstreamFile))
 	if err != nil {
@@ -86,19 +101,27 @@ func TestRepositoryWaivers(t *testing.T) {
 		t.Fatal("no waivers read")
 	}
 	for id, w := range ws {
-		t.Logf("%s waived: %s", id, w.Reference)
+		if !strings.Contains(w.Source, "upstream.yaml:") {
+			t.Errorf("%s: source %q names no line", id, w.Source)
+		}
+		t.Logf("%s waived for %s (%v): %s", id, w.Cause, w.Versions, w.Reference)
 	}
 }
 
 func TestWaiversRefuseBadInput(t *testing.T) {
 	dir := t.TempDir()
+	const good = "  cause: c\n  versions: [\"1.36\"]\n  observed: o\n  reason: r\n  reference: https://x.invalid\n"
 	for name, body := range map[string]string{
 		"not yaml":      "waivers: [",
-		"unknown field": "waivers:\n- id: mvp.route.verbs\n  observed: o\n  reason: r\n  reference: https://x.invalid\n  expires: never\n",
-		"unknown id":    "waivers:\n- id: mvp.no.such\n  observed: o\n  reason: r\n  reference: https://x.invalid\n",
-		"no reason":     "waivers:\n- id: mvp.route.verbs\n  observed: o\n  reference: https://x.invalid\n",
-		"no reference":  "waivers:\n- id: mvp.route.verbs\n  observed: o\n  reason: r\n  reference: see the KEP\n",
-		"twice":         "waivers:\n- {id: mvp.route.verbs, observed: o, reason: r, reference: 'https://x.invalid'}\n- {id: mvp.route.verbs, observed: o, reason: r, reference: 'https://x.invalid'}\n",
+		"unknown field": "waivers:\n- id: mvp.route.verbs\n" + good + "  expires: never\n",
+		"unknown id":    "waivers:\n- id: mvp.no.such\n" + good,
+		"no reason":     "waivers:\n- id: mvp.route.verbs\n  cause: c\n  versions: [\"1.36\"]\n  observed: o\n  reference: https://x.invalid\n",
+		"no reference":  "waivers:\n- id: mvp.route.verbs\n  cause: c\n  versions: [\"1.36\"]\n  observed: o\n  reason: r\n  reference: see the KEP\n",
+		"no cause":      "waivers:\n- id: mvp.route.verbs\n  versions: [\"1.36\"]\n  observed: o\n  reason: r\n  reference: https://x.invalid\n",
+		"unknown cause": "waivers:\n- id: mvp.route.verbs\n  cause: unknown\n  versions: [\"1.36\"]\n  observed: o\n  reason: r\n  reference: https://x.invalid\n",
+		"no versions":   "waivers:\n- id: mvp.route.verbs\n  cause: c\n  observed: o\n  reason: r\n  reference: https://x.invalid\n",
+		"not a minor":   "waivers:\n- id: mvp.route.verbs\n  cause: c\n  versions: [\"v1.36.3\"]\n  observed: o\n  reason: r\n  reference: https://x.invalid\n",
+		"twice":         "waivers:\n- id: mvp.route.verbs\n" + good + "- id: mvp.route.verbs\n" + good,
 	} {
 		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".yaml")
 		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
@@ -111,13 +134,27 @@ func TestWaiversRefuseBadInput(t *testing.T) {
 	if _, err := LoadWaivers(filepath.Join(dir, "absent.yaml")); err == nil {
 		t.Error("a missing waivers file accepted")
 	}
+	p := filepath.Join(dir, "two.yaml")
+	if err := os.WriteFile(p, []byte("# two\nwaivers:\n- id: mvp.route.verbs\n"+good+"- id: mvp.trust.uid\n"+good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := LoadWaivers(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ws["mvp.trust.uid"].Source; got != p+":9" {
+		t.Errorf("the second waiver's source is %q, want %s:9", got, p)
+	}
 }
 
+var on = []version.Version{version.MustParse("v1.35.4"), version.MustParse("v1.36.3")}
+
 func TestApplyWaivesOnlyFailuresAndStrictRefuses(t *testing.T) {
-	ws := Waivers{"mvp.fault.only-peer-gone": {ID: "mvp.fault.only-peer-gone", Observed: "404", Reason: "falls through", Reference: "https://x.invalid/h"}}
-	fail := Verdict{ID: "mvp.fault.only-peer-gone", Outcome: Fail, Reason: "expected 503, got 404"}
+	ws := Waivers{"mvp.fault.only-peer-gone": {ID: "mvp.fault.only-peer-gone", Cause: "no-capable-peer", Versions: []string{"1.35", "1.36"},
+		Observed: "404", Reason: "falls through", Reference: "https://x.invalid/h", Source: "w.yaml:3"}}.For(on...)
+	fail := Verdict{ID: "mvp.fault.only-peer-gone", Outcome: Fail, Reason: "expected 503, got 404", Causes: []string{"no-capable-peer"}}
 	got := ws.Apply(fail, false)
-	if got.Outcome != Waived || got.Reference != "https://x.invalid/h" || !strings.Contains(got.Reason, "expected 503, got 404") {
+	if got.Outcome != Waived || got.Reference != "https://x.invalid/h" || !strings.Contains(got.Reason, "expected 503, got 404") || !strings.HasPrefix(got.Waiver, "w.yaml:3") {
 		t.Errorf("waived: %+v", got)
 	}
 	if err := got.Validate(); err != nil {
@@ -131,15 +168,38 @@ func TestApplyWaivesOnlyFailuresAndStrictRefuses(t *testing.T) {
 	if got := ws.Apply(pass, false); got.Outcome != Pass || got.Reason != "" {
 		t.Error("a pass was changed by a waiver")
 	}
-	other := Verdict{ID: "mvp.route.verbs", Outcome: Fail, Reason: "404"}
+	other := Verdict{ID: "mvp.route.verbs", Outcome: Fail, Reason: "404", Causes: []string{"no-capable-peer"}}
 	if ws.Apply(other, false).Outcome != Fail {
 		t.Error("a failure without a waiver was waived")
+	}
+	errored := Verdict{ID: "mvp.fault.only-peer-gone", Outcome: Error, Reason: "the window could not be opened"}
+	if ws.Apply(errored, false).Outcome != Error {
+		t.Error("a check that could not run was waived")
+	}
+}
+
+// A waiver lapses outside the minors it names, and one never scoped to
+// the versions in play waives nothing.
+func TestWaiverLapsesOutsideItsVersions(t *testing.T) {
+	loaded := Waivers{"mvp.fault.only-peer-gone": {ID: "mvp.fault.only-peer-gone", Cause: "no-capable-peer", Versions: []string{"1.35", "1.36"},
+		Observed: "404", Reason: "falls through", Reference: "https://x.invalid/h", Source: "w.yaml:3"}}
+	fail := Verdict{ID: "mvp.fault.only-peer-gone", Outcome: Fail, Reason: "404", Causes: []string{"no-capable-peer"}}
+	if got := loaded.Apply(fail, false); got.Outcome != Fail || !strings.Contains(got.Reason, "not scoped") {
+		t.Errorf("unscoped: %+v", got)
+	}
+	later := loaded.For(version.MustParse("v1.36.3"), version.MustParse("v1.37.2"))
+	if got := later.Apply(fail, false); got.Outcome != Fail || !strings.Contains(got.Reason, "holds for 1.35, 1.36, not 1.37") {
+		t.Errorf("lapsed: %+v", got)
+	}
+	vendor := loaded.For(version.MustParse("v1.35.4"), version.MustParse("v1.36.3-acme.1"))
+	if got := vendor.Apply(fail, false); got.Outcome != Waived {
+		t.Errorf("a vendor's pre-release of 1.36 is 1.36: %+v", got)
 	}
 }
 
 func TestWaiverForACauseCoversOnlyThatCause(t *testing.T) {
 	const id = "rollout.no-false-403"
-	ws := Waivers{id: {ID: id, Observed: "403", Reason: "not synced", Reference: "https://x.invalid/r", Cause: "authorizer-not-synced"}}
+	ws := Waivers{id: {ID: id, Observed: "403", Reason: "not synced", Reference: "https://x.invalid/r", Cause: "authorizer-not-synced", Versions: []string{"1.35", "1.36"}}}.For(on...)
 	for _, tc := range []struct {
 		causes []string
 		want   Outcome

@@ -6,38 +6,61 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
 
+	yamlv3 "gopkg.in/yaml.v3"
 	"sigs.k8s.io/yaml"
+
+	"github.com/skewer-k8s/skewer/harness/version"
 )
 
 // Waiver accepts a promise's failure because upstream documents the
 // behaviour: the cluster does what its code and design say, and the
-// promise asks more. Each one names where upstream says so.
+// promise asks more. It covers only failures whose every cause - found by
+// the check's detector in the evidence of that very failure - is its
+// Cause, and only on the versions it names.
 type Waiver struct {
 	ID ID `json:"id"`
+	// Cause is the one cause it covers (Verdict.Causes): a failure the
+	// check could not explain, or explained otherwise, stays a failure.
+	Cause string `json:"cause"`
+	// Versions are the minors (1.35, 1.36) the behaviour is known for:
+	// the waiver holds only when every version in play is one of them,
+	// and lapses outside them until someone reads upstream again.
+	Versions []string `json:"versions"`
 	// Observed is what the cluster does instead of what the promise says.
 	Observed string `json:"observed"`
 	// Reason is why that is upstream's behaviour, not a fault of the build.
 	Reason string `json:"reason"`
-	// Reference is an https address upstream: a KEP, an issue, a line of code.
+	// Reference is an https address upstream saying the behaviour is
+	// intended or unfixed in those versions: a KEP, an open issue, a line
+	// of code.
 	Reference string `json:"reference"`
-	// Cause, when set, narrows the waiver to failures whose every cause
-	// (Verdict.Causes) is this one: a failure the check could not explain,
-	// or explained otherwise, stays a failure.
-	Cause string `json:"cause,omitempty"`
+
+	// Source is where the waiver is written: file:line.
+	Source string `json:"-"`
+	// lapsed, once the waivers are scoped (For), says why it does not
+	// hold for the versions in play; "" when it does.
+	lapsed string
+	scoped bool
 }
 
 // UpstreamFile is the repository's own waivers file, relative to the
 // checkout: the suites and skewer certify both load it.
 var UpstreamFile = filepath.Join("clusters", "waivers", "upstream.yaml")
 
-// Waivers are the waivers in force, by promise.
+// Waivers are the waivers read, by promise.
 type Waivers map[ID]Waiver
 
+var minorRE = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
+
 // LoadWaivers reads waiver files (the repository's, then a user's) in
-// the form `waivers: [{id, observed, reason, reference}]`. Unknown fields,
-// promises outside the catalogue, a waiver without a reason or an https
-// reference, and one promise waived twice are errors that name the file.
+// the form `waivers: [{id, cause, versions, observed, reason, reference}]`.
+// Unknown fields, promises outside the catalogue, a waiver without a
+// cause, versions, reason or https reference, and one promise waived
+// twice are errors that name the file and line.
 func LoadWaivers(paths ...string) (Waivers, error) {
 	out := Waivers{}
 	for _, p := range paths {
@@ -51,17 +74,41 @@ func LoadWaivers(paths ...string) (Waivers, error) {
 		if err := yaml.UnmarshalStrict(raw, &doc); err != nil {
 			return nil, fmt.Errorf("malformed waivers file %s: %w", p, err)
 		}
+		lines := itemLines(raw)
 		for i, w := range doc.Waivers {
+			w.Source = p
+			if i < len(lines) {
+				w.Source = fmt.Sprintf("%s:%d", p, lines[i])
+			}
 			if err := w.validate(); err != nil {
-				return nil, fmt.Errorf("waivers file %s, waiver %d: %w", p, i+1, err)
+				return nil, fmt.Errorf("waivers file %s, waiver %d: %w", w.Source, i+1, err)
 			}
 			if _, dup := out[w.ID]; dup {
-				return nil, fmt.Errorf("waivers file %s: %s is waived twice", p, w.ID)
+				return nil, fmt.Errorf("waivers file %s: %s is waived twice", w.Source, w.ID)
 			}
 			out[w.ID] = w
 		}
 	}
 	return out, nil
+}
+
+// itemLines is the line of each entry of the file's waivers list.
+func itemLines(raw []byte) []int {
+	var root yamlv3.Node
+	if yamlv3.Unmarshal(raw, &root) != nil || len(root.Content) == 0 {
+		return nil
+	}
+	m := root.Content[0]
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == "waivers" {
+			var out []int
+			for _, item := range m.Content[i+1].Content {
+				out = append(out, item.Line)
+			}
+			return out
+		}
+	}
+	return nil
 }
 
 func (w Waiver) validate() error {
@@ -71,6 +118,17 @@ func (w Waiver) validate() error {
 	if w.Observed == "" || w.Reason == "" {
 		return fmt.Errorf("%s: a waiver says what is observed and why upstream does it", w.ID)
 	}
+	if w.Cause == "" || w.Cause == UnknownCause {
+		return fmt.Errorf("%s: a waiver names the cause it covers, one a check's detector finds in the evidence (a waiver without one would cover any failure, a check's own error included)", w.ID)
+	}
+	if len(w.Versions) == 0 {
+		return fmt.Errorf("%s: a waiver names the minors it holds for (versions: [\"1.35\", \"1.36\"])", w.ID)
+	}
+	for _, m := range w.Versions {
+		if !minorRE.MatchString(m) {
+			return fmt.Errorf("%s: version %q: want a minor such as 1.36", w.ID, m)
+		}
+	}
 	u, err := url.Parse(w.Reference)
 	if err != nil || u.Scheme != "https" || u.Host == "" {
 		return errors.New(string(w.ID) + ": a waiver's reference is an https address upstream")
@@ -78,9 +136,35 @@ func (w Waiver) validate() error {
 	return nil
 }
 
-// Apply turns a failure into a waiver when one is in force for its
-// promise. With strict every waiver is refused: the failure stays, and
-// says which waiver it would have had.
+// For scopes the waivers to the versions in play (a certification's pair,
+// a suite's cluster): a waiver that does not name every one of their
+// minors lapses, and a failure it would have covered stays a failure that
+// says so. Waivers not scoped waive nothing.
+func (ws Waivers) For(versions ...version.Version) Waivers {
+	out := Waivers{}
+	for id, w := range ws {
+		w.scoped, w.lapsed = true, ""
+		var outside []string
+		for _, v := range versions {
+			m := fmt.Sprintf("%d.%d", v.Major(), v.Minor())
+			if !slices.Contains(w.Versions, m) && !slices.Contains(outside, m) {
+				outside = append(outside, m)
+			}
+		}
+		if len(versions) == 0 {
+			outside = append(outside, "no version given")
+		}
+		if len(outside) > 0 {
+			w.lapsed = fmt.Sprintf("the waiver at %s holds for %s, not %s", w.Source, strings.Join(w.Versions, ", "), strings.Join(outside, ", "))
+		}
+		out[id] = w
+	}
+	return out
+}
+
+// Apply turns a failure into a waiver when one in force covers every
+// cause of it. With strict every waiver is refused: the failure stays,
+// and says which waiver it would have had.
 func (ws Waivers) Apply(v Verdict, strict bool) Verdict {
 	w, ok := ws[v.ID]
 	if v.Outcome != Fail || !ok {
@@ -90,6 +174,15 @@ func (ws Waivers) Apply(v Verdict, strict bool) Verdict {
 		v.Reason = fmt.Sprintf("%s (the waiver covers only the cause %s, not %s)", v.Reason, w.Cause, other)
 		return v
 	}
+	switch {
+	case !w.scoped:
+		v.Reason = fmt.Sprintf("%s (the waiver at %s was not scoped to the versions in play, so it holds for none)", v.Reason, w.Source)
+		return v
+	case w.lapsed != "":
+		v.Reason = fmt.Sprintf("%s (%s: it lapsed)", v.Reason, w.lapsed)
+		return v
+	}
+	v.Waiver = fmt.Sprintf("%s (cause %s, versions %s)", w.Source, w.Cause, strings.Join(w.Versions, ", "))
 	if strict {
 		v.Reason = fmt.Sprintf("%s (waiver refused by --strict: %s)", v.Reason, w.Reference)
 		return v
@@ -102,9 +195,6 @@ func (ws Waivers) Apply(v Verdict, strict bool) Verdict {
 
 // uncovered is a cause of a failure that w does not cover, if any.
 func (w Waiver) uncovered(causes []string) string {
-	if w.Cause == "" {
-		return ""
-	}
 	if len(causes) == 0 {
 		return UnknownCause
 	}

@@ -74,6 +74,11 @@ func kindConfig(s *Spec, h Host, l layout, images NodeImages) (*v1alpha4.Cluster
 	}
 	if s.ProxyEnabled() {
 		args["peer-ca-file"] = "/etc/kubernetes/pki/ca.crt"
+		// The proxy sends the user's UID in X-Remote-Uid; a peer reads it
+		// only when this names it (RemoteRequestHeaderUID, on by default
+		// since 1.33), and kubeadm leaves it unset: upstream's documented
+		// setting, applied rather than waived (mvp.trust.uid).
+		args["requestheader-uid-headers"] = "X-Remote-Uid"
 		for _, v := range s.Versions() {
 			if v.Minor() < 36 {
 				// Beta and on by default from 1.36; alpha before.

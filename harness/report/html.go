@@ -7,8 +7,6 @@ import (
 	"math"
 	"strings"
 	"time"
-
-	"github.com/skewer-k8s/skewer/harness/certify"
 )
 
 //go:embed report.html.tmpl
@@ -51,11 +49,7 @@ func (r *Results) HTML(w io.Writer) error {
 		bs, ticks := bars(run.Phases, run.Events)
 		runs = append(runs, runView{Run: run, Bars: bs, Ticks: ticks})
 	}
-	c := r.Counts()
-	return page.Execute(w, map[string]any{
-		"R": r, "Runs": runs, "Outcomes": outcomes,
-		"Counts": map[string]int{"pass": c[certify.Pass], "fail": c[certify.Fail], "waived": c[certify.Waived], "skipped": c[certify.Skipped]},
-	})
+	return page.Execute(w, map[string]any{"R": r, "Runs": runs, "Outcomes": outcomes, "Counts": r.countLine()})
 }
 
 // bars places phases, and events as ticks, on a line from the first

@@ -108,8 +108,11 @@ func TestHTMLInABrowser(t *testing.T) {
 	if v := text("#verdict"); v != "fail" {
 		t.Errorf("verdict %q", v)
 	}
-	if want, got := fmt.Sprintf("%d pass · 1 fail · 1 waived · 1 skipped", len(certify.Catalogue())-3), text("#counts"); got != want {
+	if want, got := fmt.Sprintf("1 fail, 0 error, 1 waived, 1 not-applicable, 0 not-selected, %d pass", len(certify.Catalogue())-3), text("#counts"); got != want {
 		t.Errorf("counts %q, want %q", got, want)
+	}
+	if want, got := "Coverage: judged 57 of 58 promises; not judged: sidecar 1 of 18", text("#coverage"); got != want {
+		t.Errorf("coverage %q, want %q", got, want)
 	}
 	rows := count(`document.querySelectorAll('tr.promise').length`)
 	if rows != len(certify.Catalogue()) {

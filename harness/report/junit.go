@@ -25,6 +25,9 @@ func (r *Results) JUnit(w io.Writer) error {
 		s.SetTimestamp(r.Started)
 		s.AddProperty("cluster", run.Cluster)
 		s.AddProperty("strategy", run.Strategy)
+		s.AddProperty("outcome", string(r.Outcome))
+		s.AddProperty("coverage", r.Coverage.String())
+		s.AddProperty("strict", fmt.Sprint(r.Strict))
 		for _, p := range run.Promises {
 			tc := junit.Testcase{Name: string(p.ID), Classname: "skewer." + area(p.ID) + "." + run.Strategy}
 			detail := p.Statement
@@ -37,10 +40,12 @@ func (r *Results) JUnit(w io.Writer) error {
 			switch p.Outcome {
 			case certify.Fail:
 				tc.Failure = &junit.Result{Message: p.Reason, Type: "promise", Data: detail}
-			case certify.Skipped:
-				tc.Skipped = &junit.Result{Message: p.Reason}
+			case certify.Error:
+				tc.Error = &junit.Result{Message: p.Reason, Type: "could not be judged", Data: detail}
+			case certify.NotApplicable, certify.NotSelected:
+				tc.Skipped = &junit.Result{Message: string(p.Outcome) + ": " + p.Reason}
 			case certify.Waived:
-				detail = "waived: " + p.Reason + " (" + p.Reference + ")\n" + detail
+				detail = "waived: " + p.Reason + " (" + p.Reference + "; waiver " + p.Waiver + ")\n" + detail
 			}
 			tc.SystemOut = &junit.Output{Data: detail}
 			s.AddTestcase(tc)

@@ -24,7 +24,7 @@ import (
 
 // SchemaID names the form of results.json; a change that breaks a reader
 // takes a new one.
-const SchemaID = "https://github.com/skewer-k8s/skewer/harness/report/results.schema.json"
+const SchemaID = "https://github.com/skewer-k8s/skewer/harness/report/v2/results.schema.json"
 
 //go:embed results.schema.json
 var schemaJSON []byte
@@ -41,13 +41,20 @@ type Results struct {
 	To       string    `json:"to"`
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
-	// Outcome is fail when any promise failed in any run, else pass.
+	// Outcome is incomplete when the certification was cut short, else
+	// fail when any promise failed or could not be judged in any run,
+	// else pass.
 	Outcome certify.Outcome `json:"outcome"`
 	Runs    []Run           `json:"runs"`
 	// Incomplete says why the certification stopped before its end (an
 	// interruption): the runs it holds may lack strategies, and promises a
-	// run did not reach fail with that reason. Empty when it ran through.
+	// run did not reach are errors with that reason. Empty when it ran
+	// through.
 	Incomplete string `json:"incomplete,omitempty"`
+	// Strict is --strict: every waiver was refused.
+	Strict bool `json:"strict"`
+	// Coverage is how much of the catalogue was judged.
+	Coverage Coverage `json:"coverage"`
 	// Budget is what rollout.disruption-budget held the traffic to.
 	Budget *certify.Budget `json:"budget,omitempty"`
 	// Host and Images say what the verdicts were reached on.
@@ -216,11 +223,11 @@ func New(pair certify.Pair, tool Tool, started time.Time) *Results {
 	return &Results{Schema: SchemaID, Tool: tool, From: pair.From.String(), To: pair.To.String(), Started: started}
 }
 
-// Finish closes the results at end: every verdict is checked, the runs'
-// promises sorted by ID, and the outcome set.
+// Finish closes the results at end (Incomplete, when the run was cut
+// short, is set before): every verdict is checked, the runs' promises
+// sorted by ID, the coverage counted and the outcome set.
 func (r *Results) Finish(end time.Time) error {
 	r.Finished = end
-	r.Outcome = certify.Pass
 	for i := range r.Runs {
 		run := &r.Runs[i]
 		sort.Slice(run.Promises, func(a, b int) bool { return run.Promises[a].ID < run.Promises[b].ID })
@@ -229,12 +236,99 @@ func (r *Results) Finish(end time.Time) error {
 			if cat, ok := certify.Lookup(p.ID); ok {
 				p.Statement = cat.Statement
 			}
-			if p.Outcome == certify.Fail {
-				r.Outcome = certify.Fail
+		}
+	}
+	r.Outcome, r.Coverage = r.outcome(), r.coverage()
+	return r.Validate()
+}
+
+// outcome is what the runs add up to: never a pass when the run was cut
+// short or any promise failed or could not be judged.
+func (r *Results) outcome() certify.Outcome {
+	if r.Incomplete != "" {
+		return certify.Incomplete
+	}
+	for _, run := range r.Runs {
+		for _, p := range run.Promises {
+			if p.Outcome.Fails() {
+				return certify.Fail
 			}
 		}
 	}
-	return r.Validate()
+	return certify.Pass
+}
+
+// Coverage is how much of the catalogue a certification judged: a
+// promise is judged when some run gave it pass, fail or waived. A pass
+// on a fifth of the catalogue must not read as a pass on all of it.
+type Coverage struct {
+	Judged   int `json:"judged"`
+	Promises int `json:"promises"`
+	// Unjudged are the areas with promises no run judged.
+	Unjudged []AreaCoverage `json:"unjudged,omitempty"`
+}
+
+// AreaCoverage is how many of an area's promises no run judged.
+type AreaCoverage struct {
+	Area     string `json:"area"`
+	Unjudged int    `json:"unjudged"`
+	Promises int    `json:"promises"`
+}
+
+func (c Coverage) String() string {
+	s := fmt.Sprintf("judged %d of %d promises", c.Judged, c.Promises)
+	var parts []string
+	for _, a := range c.Unjudged {
+		parts = append(parts, fmt.Sprintf("%s %d of %d", a.Area, a.Unjudged, a.Promises))
+	}
+	if len(parts) > 0 {
+		s += "; not judged: " + strings.Join(parts, ", ")
+	}
+	return s
+}
+
+func (r *Results) coverage() Coverage {
+	judged := map[certify.ID]bool{}
+	for _, run := range r.Runs {
+		for _, p := range run.Promises {
+			if p.Outcome.Judged() {
+				judged[p.ID] = true
+			}
+		}
+	}
+	c := Coverage{}
+	byArea := map[string]*AreaCoverage{}
+	var areas []string
+	for _, p := range certify.Catalogue() {
+		c.Promises++
+		a := area(p.ID)
+		if byArea[a] == nil {
+			byArea[a] = &AreaCoverage{Area: a}
+			areas = append(areas, a)
+		}
+		byArea[a].Promises++
+		if judged[p.ID] {
+			c.Judged++
+		} else {
+			byArea[a].Unjudged++
+		}
+	}
+	for _, a := range areas {
+		if byArea[a].Unjudged > 0 {
+			c.Unjudged = append(c.Unjudged, *byArea[a])
+		}
+	}
+	return c
+}
+
+// Headline is the verdict in one line, with its coverage: what the last
+// line of a run, the summary and the report lead with.
+func (r *Results) Headline() string {
+	s := fmt.Sprintf("skewer certify %s -> %s: %s, %s", r.From, r.To, strings.ToUpper(string(r.Outcome)), r.Coverage)
+	if r.Strict {
+		s += " (--strict: no waiver)"
+	}
+	return s
 }
 
 // Validate refuses results a report could not stand on: a run that leaves
@@ -242,8 +336,11 @@ func (r *Results) Finish(end time.Time) error {
 // a phase that ends before it starts.
 func (r *Results) Validate() error {
 	var errs []error
-	if len(r.Runs) == 0 {
+	if len(r.Runs) == 0 && r.Incomplete == "" {
 		errs = append(errs, errors.New("results hold no run"))
+	}
+	if want := r.outcome(); r.Outcome != want {
+		errs = append(errs, fmt.Errorf("the outcome says %s where the verdicts add up to %s", r.Outcome, want))
 	}
 	for _, run := range r.Runs {
 		seen := map[certify.ID]bool{}
@@ -293,6 +390,9 @@ const (
 // Write writes results.json, junit.xml, summary.md and report.html in dir.
 // Each file is written whole or not at all.
 func (r *Results) Write(dir string) error {
+	if want := r.outcome(); r.Outcome != want {
+		return fmt.Errorf("results say %s where the verdicts add up to %s: not written", r.Outcome, want)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}

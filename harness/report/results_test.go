@@ -39,9 +39,10 @@ func sample(t *testing.T) *Results {
 		case "rollout.no-lost-writes":
 			v = certify.Verdict{ID: p.ID, Outcome: certify.Fail, Reason: "2 acknowledged write(s) missing <from a final list>", Evidence: []string{"w-1", "w-2"}}
 		case "mvp.fault.only-peer-gone":
-			v = certify.Verdict{ID: p.ID, Outcome: certify.Waived, Reason: "a false 404", Reference: "https://github.com/kubernetes/kubernetes/blob/v1.36.3/x.go"}
+			v = certify.Verdict{ID: p.ID, Outcome: certify.Waived, Reason: "a false 404", Reference: "https://github.com/kubernetes/kubernetes/blob/v1.36.3/x.go",
+				Waiver: "clusters/waivers/upstream.yaml:7 (cause no-capable-peer, versions 1.35, 1.36)", Causes: []string{"no-capable-peer"}}
 		case "sidecar.worker-replaced":
-			v = certify.Verdict{ID: p.ID, Outcome: certify.Skipped, Reason: "not checked by certify yet"}
+			v = certify.Verdict{ID: p.ID, Outcome: certify.NotApplicable, Reason: "the in-place strategy has no sidecar phase"}
 		}
 		run.Promises = append(run.Promises, Result{Verdict: v})
 	}
@@ -99,7 +100,7 @@ func TestWriteAndLoad(t *testing.T) {
 		}
 	}
 	c := got.Counts()
-	if c[certify.Fail] != 1 || c[certify.Waived] != 1 || c[certify.Skipped] != 1 || c[certify.Pass] != len(certify.Catalogue())-3 {
+	if c[certify.Fail] != 1 || c[certify.Waived] != 1 || c[certify.NotApplicable] != 1 || c[certify.Pass] != len(certify.Catalogue())-3 {
 		t.Errorf("counts %v", c)
 	}
 }
@@ -122,6 +123,18 @@ func TestBadResultsAreRefused(t *testing.T) {
 		}},
 		{"an unknown outcome", "outcome", func(d map[string]any) { promise(d, "mvp.route.verbs")["outcome"] = "reported" }},
 		{"a waiver without a reference", "reference", func(d map[string]any) { delete(promise(d, "mvp.fault.only-peer-gone"), "reference") }},
+		{"a waiver without the cause found", "causes", func(d map[string]any) { delete(promise(d, "mvp.fault.only-peer-gone"), "causes") }},
+		{"an error without a reason", "reason", func(d map[string]any) { promise(d, "mvp.route.verbs")["outcome"] = "error" }},
+		{"the old skipped", "outcome", func(d map[string]any) {
+			p := promise(d, "mvp.route.verbs")
+			p["outcome"], p["reason"] = "skipped", "why"
+		}},
+		{"a pass over a failure", "add up to fail", func(d map[string]any) { d["outcome"] = "pass" }},
+		{"a pass over an interrupted run", "add up to incomplete", func(d map[string]any) {
+			d["incomplete"] = "interrupted"
+			d["outcome"] = "fail"
+		}},
+		{"no coverage", "coverage", func(d map[string]any) { delete(d, "coverage") }},
 		{"a field the schema does not know", "finding", func(d map[string]any) { d["finding"] = "free text" }},
 		{"a promise left out", "has no verdict", func(d map[string]any) {
 			run := d["runs"].([]any)[0].(map[string]any)
@@ -190,7 +203,7 @@ func TestJUnitHasACasePerPromise(t *testing.T) {
 	if err := xml.Unmarshal(buf.Bytes(), &doc); err != nil {
 		t.Fatal(err)
 	}
-	if doc.Tests != len(certify.Catalogue()) || doc.Failures != 1 || doc.Skipped != 1 {
+	if doc.Tests != len(certify.Catalogue()) || doc.Failures != 1 || doc.Skipped != 1 || !strings.Contains(buf.String(), `name="coverage" value="judged 57 of 58 promises; not judged: sidecar 1 of 18"`) {
 		t.Errorf("tests %d failures %d skipped %d", doc.Tests, doc.Failures, doc.Skipped)
 	}
 	for _, c := range doc.Suites[0].Cases {
@@ -200,7 +213,7 @@ func TestJUnitHasACasePerPromise(t *testing.T) {
 				t.Errorf("the failed promise: %+v", c)
 			}
 		case "mvp.fault.only-peer-gone":
-			if c.Failure != nil || !strings.Contains(c.Out, "waived: a false 404 (https://github.com/kubernetes") {
+			if c.Failure != nil || !strings.Contains(c.Out, "waived: a false 404 (https://github.com/kubernetes/kubernetes/blob/v1.36.3/x.go; waiver clusters/waivers/upstream.yaml:7") {
 				t.Errorf("the waived promise: %+v", c)
 			}
 		}
@@ -210,11 +223,13 @@ func TestJUnitHasACasePerPromise(t *testing.T) {
 func TestSummary(t *testing.T) {
 	md := sample(t).Summary()
 	for _, want := range []string{
-		"# skewer certify v1.35.4 -> v1.36.3-acme.2: FAIL",
-		fmt.Sprintf("%d pass, 1 fail, 1 waived, 1 skipped", len(certify.Catalogue())-3),
+		"# skewer certify v1.35.4 -> v1.36.3-acme.2: FAIL\n\n**Coverage**: judged 57 of 58 promises; not judged: sidecar 1 of 18.",
+		fmt.Sprintf("1 fail, 0 error, 1 waived, 1 not-applicable, 0 not-selected, %d pass", len(certify.Catalogue())-3),
+		"(waiver clusters/waivers/upstream.yaml:7 (cause no-capable-peer, versions 1.35, 1.36))",
+		"## Not applicable (the input rules it out)\n\n- **sidecar.worker-replaced** (surge): the in-place strategy has no sidecar phase",
 		"## Failed\n\n- **rollout.no-lost-writes** (surge): 2 acknowledged write(s)",
 		"[upstream](https://github.com/kubernetes/kubernetes/blob/v1.36.3/x.go)",
-		"| `sidecar.worker-replaced` | skipped |",
+		"| `sidecar.worker-replaced` | not-applicable |",
 		"| lb | reused | 5000 | 3 | 1.2s | 4ms | 80ms | none: 1, 200: 4997, 503: 2 |", // written before Conn: reused
 		"| lb | new | 1000 | 1 | 200ms | 9ms | 90ms | 201: 999, 503: 1 |",
 		"### Through the load balancer, step by step (surge)",
@@ -235,6 +250,12 @@ func TestSummary(t *testing.T) {
 func TestIncompleteResults(t *testing.T) {
 	r := sample(t)
 	r.Incomplete = "interrupted after 1 of 2 run(s): context canceled"
+	if err := r.Write(t.TempDir()); err == nil {
+		t.Fatal("results cut short that still say fail were written")
+	}
+	if err := r.Finish(r.Finished); err != nil || r.Outcome != certify.Incomplete {
+		t.Fatalf("finished again: %s, %v", r.Outcome, err)
+	}
 	dir := t.TempDir()
 	if err := r.Write(dir); err != nil {
 		t.Fatal(err)
@@ -247,7 +268,7 @@ func TestIncompleteResults(t *testing.T) {
 		t.Errorf("incomplete after a round trip: %q", back.Incomplete)
 	}
 	md := back.Summary()
-	for _, want := range []string{": FAIL, INCOMPLETE\n", "**Incomplete**: interrupted after 1 of 2 run(s)"} {
+	for _, want := range []string{": INCOMPLETE\n", "**Incomplete**: interrupted after 1 of 2 run(s)"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("summary lacks %q:\n%s", want, md)
 		}

@@ -11,21 +11,16 @@ import (
 )
 
 // outcomes in the order a reader needs them: what failed first.
-var outcomes = []certify.Outcome{certify.Fail, certify.Waived, certify.Skipped, certify.Pass}
+var outcomes = certify.Outcomes
 
 // Summary renders the results as Markdown for a CI step summary: the
 // verdict, counts, then the failures, waivers and skips with their reasons,
 // and every promise by run.
 func (r *Results) Summary() string {
 	var b strings.Builder
-	verdict := strings.ToUpper(string(r.Outcome))
-	if r.Incomplete != "" {
-		verdict += ", INCOMPLETE"
-	}
-	fmt.Fprintf(&b, "# skewer certify %s -> %s: %s\n\n", r.From, r.To, verdict)
-	c := r.Counts()
-	fmt.Fprintf(&b, "%d pass, %d fail, %d waived, %d skipped; %s, %s to %s (skewer %s, kind %s, %s)\n",
-		c[certify.Pass], c[certify.Fail], c[certify.Waived], c[certify.Skipped], strategies(r),
+	fmt.Fprintf(&b, "# skewer certify %s -> %s: %s\n\n", r.From, r.To, strings.ToUpper(string(r.Outcome)))
+	fmt.Fprintf(&b, "**Coverage**: %s%s.\n\n", r.Coverage, map[bool]string{true: "; --strict: every waiver refused"}[r.Strict])
+	fmt.Fprintf(&b, "%s; %s, %s to %s (skewer %s, kind %s, %s)\n", r.countLine(), strategies(r),
 		r.Started.UTC().Format("2006-01-02 15:04:05Z"), r.Finished.UTC().Format("15:04:05Z"), r.Tool.Version, r.Tool.Kind, r.Tool.Go)
 	if r.Incomplete != "" {
 		fmt.Fprintf(&b, "\n**Incomplete**: %s\n", r.Incomplete)
@@ -34,7 +29,7 @@ func (r *Results) Summary() string {
 		fmt.Fprintf(&b, "\n%s\n", p)
 	}
 	b.WriteString(r.givenBinaries())
-	for _, o := range outcomes[:3] {
+	for _, o := range outcomes[:len(outcomes)-1] {
 		var lines []string
 		for _, run := range r.Runs {
 			for _, p := range run.Promises {
@@ -44,6 +39,9 @@ func (r *Results) Summary() string {
 				line := fmt.Sprintf("- **%s** (%s): %s", p.ID, run.Strategy, cell(p.Reason))
 				if p.Reference != "" {
 					line += " [upstream](" + p.Reference + ")"
+				}
+				if p.Waiver != "" {
+					line += " (waiver " + p.Waiver + ")"
 				}
 				lines = append(lines, line)
 			}
@@ -144,7 +142,19 @@ func shortID(id string) string {
 	return id
 }
 
-var heading = map[certify.Outcome]string{certify.Fail: "Failed", certify.Waived: "Waived (documented upstream behaviour)", certify.Skipped: "Skipped"}
+var heading = map[certify.Outcome]string{certify.Fail: "Failed", certify.Error: "Could not be judged (error: counts as a failure)",
+	certify.Waived:        "Waived (documented upstream behaviour, the cause found in the evidence)",
+	certify.NotApplicable: "Not applicable (the input rules it out)", certify.NotSelected: "Not selected (--only, --skip)"}
+
+// countLine is how many verdicts had each outcome, in the reader's order.
+func (r *Results) countLine() string {
+	c := r.Counts()
+	var parts []string
+	for _, o := range outcomes {
+		parts = append(parts, fmt.Sprintf("%d %s", c[o], o))
+	}
+	return strings.Join(parts, ", ")
+}
 
 func strategies(r *Results) string {
 	var s []string

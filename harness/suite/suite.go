@@ -61,6 +61,8 @@ type Suite struct {
 	mu      sync.Mutex
 	records []Record
 	waivers certify.Waivers
+	// also are versions beyond the profile's the suite moves the cluster to.
+	also []*version.Version
 	// monitor watches the cluster for restarts from the suite's start to
 	// its teardown; spans are the features that ran, with what each
 	// declared it restarts.
@@ -93,8 +95,12 @@ func artifactsDir() string {
 }
 
 // Main is the whole TestMain of a suite package using profile.
-func Main(m *testing.M, profile string, s **Suite) {
-	code, err := run(m, profile, s)
+//
+// also are versions the suite moves the cluster to beyond its profile's
+// (a rollout's target, read from the suite's own flag once parsed): the
+// repository's waivers hold only when they name every version in play.
+func Main(m *testing.M, profile string, s **Suite, also ...*version.Version) {
+	code, err := run(m, profile, s, also)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "suite:", err)
 		if code == 0 {
@@ -104,12 +110,12 @@ func Main(m *testing.M, profile string, s **Suite) {
 	os.Exit(code)
 }
 
-func run(m *testing.M, profile string, out **Suite) (int, error) {
+func run(m *testing.M, profile string, out **Suite, also []*version.Version) (int, error) {
 	cfg, err := envconf.NewFromFlags()
 	if err != nil {
 		return 1, err
 	}
-	s := &Suite{}
+	s := &Suite{also: also}
 	*out = s
 	switch decide(listPattern(), cfg.DryRunMode(), testing.Short()) {
 	case skipAll:
@@ -218,6 +224,13 @@ func (s *Suite) setup(ctx context.Context, profile string, deadline time.Duratio
 		}
 		s.Cluster, s.created = c, true
 	}
+	inPlay := s.Spec.Versions()
+	for _, v := range s.also {
+		if v != nil && !v.IsZero() {
+			inPlay = append(inPlay, *v)
+		}
+	}
+	s.waivers = s.waivers.For(inPlay...)
 	s.Artifacts = filepath.Join(artifactsDir(), "clusters", s.Cluster.Name)
 	if err := s.watch(ctx); err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/version"
 )
 
 // A step waiting on its ctx sees the suite's cancellation with its cause,
@@ -97,10 +98,10 @@ func TestListingAndDryRunMakeNoCluster(t *testing.T) {
 }
 
 func TestJudge(t *testing.T) {
-	ws := certify.Waivers{"mvp.fault.only-peer-gone": {ID: "mvp.fault.only-peer-gone", Observed: "a 404", Reason: "upstream falls through",
-		Reference: "https://github.com/kubernetes/kubernetes/blob/v1.36.3/x.go"}}
+	ws := certify.Waivers{"mvp.fault.only-peer-gone": {ID: "mvp.fault.only-peer-gone", Cause: "no-capable-peer", Versions: []string{"1.36"},
+		Observed: "a 404", Reason: "upstream falls through", Reference: "https://github.com/kubernetes/kubernetes/blob/v1.36.3/x.go"}}.For(version.MustParse("v1.36.3"))
 	fail := func(id certify.ID) certify.Verdict {
-		return certify.Verdict{ID: id, Outcome: certify.Fail, Reason: "saw a 404"}
+		return certify.Verdict{ID: id, Outcome: certify.Fail, Reason: "saw a 404", Causes: []string{"no-capable-peer"}}
 	}
 	for _, tc := range []struct {
 		name   string
@@ -115,6 +116,8 @@ func TestJudge(t *testing.T) {
 		{"a failure without a waiver fails", fail("mvp.route.verbs"), false, certify.Fail, true},
 		{"a promise outside the catalogue fails", certify.Verdict{ID: "mvp.finding", Outcome: certify.Pass}, false, certify.Pass, true},
 		{"a failure that says nothing fails", certify.Verdict{ID: "mvp.route.verbs", Outcome: certify.Fail}, false, certify.Fail, true},
+		{"a check that could not run fails", certify.Verdict{ID: "mvp.route.verbs", Outcome: certify.Error, Reason: "no window"}, false, certify.Error, true},
+		{"a promise that does not apply does not fail", certify.Verdict{ID: "mvp.route.verbs", Outcome: certify.NotApplicable, Reason: "rule"}, false, certify.NotApplicable, false},
 	} {
 		got, err := judge(ws, tc.strict, tc.v)
 		if got.Outcome != tc.want || (err != nil) != tc.fails {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/skewer-k8s/skewer/harness/audit"
 	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/version"
 )
 
 func TestForbiddenIsExplainedOnlyByTheAuditLogAndALaterSuccess(t *testing.T) {
@@ -77,7 +78,8 @@ func TestForbiddenIsExplainedOnlyByTheAuditLogAndALaterSuccess(t *testing.T) {
 	}
 	// Only the 403 explained is waived by a waiver for its cause; the
 	// others keep the promise failed.
-	ws := certify.Waivers{v.ID: {ID: v.ID, Observed: "403", Reason: "r", Reference: "https://x.invalid", Cause: CauseAuthorizerNotSynced}}
+	ws := certify.Waivers{v.ID: {ID: v.ID, Observed: "403", Reason: "r", Reference: "https://x.invalid", Cause: CauseAuthorizerNotSynced,
+		Versions: []string{"1.36"}}}.For(version.MustParse("v1.36.3"))
 	if got := ws.Apply(v, false); got.Outcome != certify.Fail {
 		t.Errorf("unexplained 403s waived: %+v", got)
 	}

@@ -41,8 +41,8 @@ func (s Summary) Verdicts() []certify.Verdict {
 	noFalse404 := countVerdict("rollout.no-false-404", false404, "404(s) for a resource an apiserver in the cluster served", s.Requests)
 	noFalse404.Causes = causes
 	if !s.NewAPIProbed {
-		noFalse404 = certify.Verdict{ID: "rollout.no-false-404", Outcome: certify.Skipped,
-			Reason: "the traffic asked for no collection only the newer version serves (none was known when it started)"}
+		noFalse404 = certify.Errored("rollout.no-false-404",
+			"the traffic asked for no collection only the newer version serves: none was given or found by comparing the apiservers' discovery at each step")
 	}
 	return []certify.Verdict{
 		countVerdict("rollout.no-lost-writes", s.LostWrites, "acknowledged write(s) missing from a final list", s.Requests),

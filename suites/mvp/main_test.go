@@ -25,4 +25,4 @@ var (
 
 func init() { flag.Var(&flagTo, "mvp.to", "the newer version of the mixed window (default v1.36.3)") }
 
-func TestMain(m *testing.M) { suite.Main(m, "ha", &s) }
+func TestMain(m *testing.M) { suite.Main(m, "ha", &s, &flagTo) }

@@ -24,4 +24,4 @@ var (
 
 func init() { flag.Var(&flagTo, "rollout.to", "version the rollout goes to (default v1.36.3)") }
 
-func TestMain(m *testing.M) { suite.Main(m, "ha", &s) }
+func TestMain(m *testing.M) { suite.Main(m, "ha", &s, &flagTo) }
