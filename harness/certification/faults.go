@@ -49,6 +49,7 @@ const (
 // Attempt is one request made while a fault holds.
 type Attempt struct {
 	At      time.Duration // since the probe began
+	Sent    time.Time     // when, by the clock the cluster's logs use
 	Code    int           // HTTP status; 0 when no response came
 	Took    time.Duration
 	Message string
@@ -81,7 +82,7 @@ func (w *Window) Probe(ctx context.Context, s Server, d, interval, timeout time.
 // Try makes one request with fn and says how it ended, start being when
 // the probing began.
 func Try(start time.Time, fn func() error) Attempt {
-	a := Attempt{At: time.Since(start)}
+	a := Attempt{At: time.Since(start), Sent: time.Now()}
 	t0 := time.Now()
 	err := fn()
 	a.Took = time.Since(t0)
@@ -184,13 +185,13 @@ func CheckPeerKilled(ctx context.Context, c *cluster.Cluster, w *Window) []certi
 
 	// The old server drops a peer from its cache when a rebuild cannot
 	// fetch the peer's discovery; its own log says when that happened.
-	rebuilt, lerr := rebuiltWithout(ctx, c, old.Name, deadID, killed)
+	rebuilt, rebuiltAt, lerr := rebuiltWithout(ctx, c, old.Name, deadID, killed)
 	if lerr != nil {
 		ev = append(ev, lerr.Error())
 	} else if rebuilt != "" {
-		ev = append(ev, fmt.Sprintf("%s rebuilt its peer cache without %s (%s): %s", old.Name, dead.Name, deadID, rebuilt))
+		ev = append(ev, fmt.Sprintf("%s rebuilt its peer cache without %s (%s) at %s: %s", old.Name, dead.Name, deadID, rebuiltAt.Format("15:04:05.000"), rebuilt))
 	}
-	bad, causes, lastFailed := judgeKilled(as, alone, rebuilt != "")
+	bad, causes, lastFailed := judgeKilled(as, alone, rebuiltAt)
 	v := certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
 	if len(bad) > 0 {
 		v = certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Causes: causes,
@@ -212,10 +213,11 @@ const CausePeerCacheRebuilt = traffic.CausePeerCacheRebuilt
 
 // judgeKilled says which of the attempts made with a capable peer killed
 // break mvp.fault.peer-killed - alone, when it was the only capable peer -
-// with the cause of each (a 404 after the entry server rebuilt its peer
-// cache without the dead peer is CausePeerCacheRebuilt), and when the last
-// one that was not served began.
-func judgeKilled(as []Attempt, alone, rebuilt bool) (bad, causes []string, lastFailed time.Duration) {
+// with the cause of each (a 404 answered after the entry server logged
+// the rebuild of its peer cache without the dead peer, at rebuilt, is
+// CausePeerCacheRebuilt; one before it, or with none logged, is
+// unknown), and when the last one that was not served began.
+func judgeKilled(as []Attempt, alone bool, rebuilt time.Time) (bad, causes []string, lastFailed time.Duration) {
 	for _, a := range as {
 		cause := certify.UnknownCause
 		switch {
@@ -223,7 +225,7 @@ func judgeKilled(as []Attempt, alone, rebuilt bool) (bad, causes []string, lastF
 			bad = append(bad, "no answer within "+answerBound.String()+": "+a.String())
 		case a.Code == 404:
 			bad = append(bad, "a false 404: "+a.String())
-			if rebuilt {
+			if after(a, rebuilt) {
 				cause = CausePeerCacheRebuilt
 			}
 		case alone && a.Code != 503:
@@ -261,29 +263,49 @@ func identityLease(ctx context.Context, c *cluster.Cluster, node string) (string
 	return l.Items[0].Name, nil
 }
 
+// after says whether the attempt was answered after at, a moment a log
+// line recorded; never when at is zero (nothing was logged).
+func after(a Attempt, at time.Time) bool {
+	return !at.IsZero() && !a.Sent.IsZero() && !a.Sent.Add(a.Took).Before(at)
+}
+
 // rebuiltWithout is the first line node's apiserver logged since since
 // saying a rebuild of its peer cache could not fetch the discovery of peer
 // id - its address (failed to get host port info) or its /api and /apis
-// (error querying discovery endpoint) - and so left the peer out; "" when
-// there is none. The log is read through the API (the static Pod's mirror),
-// which gives stderr, where the apiserver writes, as well as stdout.
-func rebuiltWithout(ctx context.Context, c *cluster.Cluster, node, id string, since time.Time) (string, error) {
+// (error querying discovery endpoint) - and so left the peer out, with
+// the moment the runtime recorded it; "" when there is none. The log is
+// read through the API (the static Pod's mirror), which gives stderr,
+// where the apiserver writes, as well as stdout.
+func rebuiltWithout(ctx context.Context, c *cluster.Cluster, node, id string, since time.Time) (string, time.Time, error) {
 	cs, err := c.Client()
 	if err != nil {
-		return "", err
+		return "", time.Time{}, err
 	}
 	st := metav1.NewTime(since)
-	logs, err := cs.CoreV1().Pods("kube-system").GetLogs("kube-apiserver-"+node, &corev1.PodLogOptions{SinceTime: &st}).DoRaw(ctx)
+	logs, err := cs.CoreV1().Pods("kube-system").GetLogs("kube-apiserver-"+node, &corev1.PodLogOptions{SinceTime: &st, Timestamps: true}).DoRaw(ctx)
 	if err != nil {
-		return "", fmt.Errorf("the apiserver log of %s: %w", node, err)
+		return "", time.Time{}, fmt.Errorf("the apiserver log of %s: %w", node, err)
 	}
-	for _, line := range strings.Split(string(logs), "\n") {
+	line, at := firstRebuildWithout(string(logs), id)
+	return line, at, nil
+}
+
+// firstRebuildWithout finds, in an apiserver log whose lines begin with
+// the runtime's RFC 3339 timestamp, the first rebuild that left out peer
+// id, and when it was logged.
+func firstRebuildWithout(logs, id string) (string, time.Time) {
+	for _, line := range strings.Split(logs, "\n") {
 		if strings.Contains(line, id) && (strings.Contains(line, "error querying discovery endpoint for serverID") ||
 			strings.Contains(line, "failed to get host port info from identity lease for server "+id)) {
-			return strings.TrimSpace(line), nil
+			stamp, rest, _ := strings.Cut(strings.TrimSpace(line), " ")
+			at, err := time.Parse(time.RFC3339Nano, stamp)
+			if err != nil {
+				continue // no time, no order: not evidence of one
+			}
+			return strings.TrimSpace(rest), at
 		}
 	}
-	return "", nil
+	return "", time.Time{}
 }
 
 // peerProxyErrorsMoved judges mvp.metrics.peer-proxy-errors on old's

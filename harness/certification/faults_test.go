@@ -12,7 +12,10 @@ import (
 )
 
 func TestJudgeKilled(t *testing.T) {
-	a := func(at, took time.Duration, code int) Attempt { return Attempt{At: at, Took: took, Code: code} }
+	t0 := time.Date(2026, 12, 4, 6, 0, 0, 0, time.UTC)
+	a := func(at, took time.Duration, code int) Attempt {
+		return Attempt{At: at, Sent: t0.Add(at), Took: took, Code: code}
+	}
 	ms := time.Millisecond
 	for _, tc := range []struct {
 		name     string
@@ -30,21 +33,45 @@ func TestJudgeKilled(t *testing.T) {
 		{"two: still 503 long after", []Attempt{a(25*time.Second, 5*ms, 503)}, false, 1, 25 * time.Second},
 		{"two: a false 404", []Attempt{a(time.Second, 5*ms, 404)}, false, 1, time.Second},
 	} {
-		bad, causes, last := judgeKilled(tc.as, tc.alone, false)
+		bad, causes, last := judgeKilled(tc.as, tc.alone, time.Time{})
 		if len(bad) != tc.bad || len(causes) != tc.bad || last != tc.lastFail {
 			t.Errorf("%s: %d bad %v (causes %v), last failed at %s; want %d bad, last at %s", tc.name, len(bad), bad, causes, last, tc.bad, tc.lastFail)
 		}
 	}
-	// A 404 after the entry server rebuilt its peer cache without the
-	// dead peer has that cause; a hang never does.
+	// A 404 answered after the entry server logged the rebuild of its
+	// peer cache without the dead peer has that cause; one before the
+	// line has none, and a hang never does.
 	as := []Attempt{a(0, 5*ms, 503), a(8*time.Second, ms, 404), a(9*time.Second, 12*time.Second, 503)}
-	_, causes, _ := judgeKilled(as, true, true)
+	_, causes, _ := judgeKilled(as, true, t0.Add(7*time.Second))
 	if strings.Join(causes, ",") != CausePeerCacheRebuilt+","+certify.UnknownCause {
 		t.Errorf("causes: %v", causes)
 	}
-	_, causes, _ = judgeKilled(as[:2], true, false)
+	_, causes, _ = judgeKilled(as[:2], true, time.Time{})
 	if strings.Join(causes, ",") != certify.UnknownCause {
 		t.Errorf("a 404 with no rebuild logged: causes %v", causes)
+	}
+	_, causes, _ = judgeKilled(as[:2], true, t0.Add(9*time.Second))
+	if strings.Join(causes, ",") != certify.UnknownCause {
+		t.Errorf("a 404 answered before the rebuild was logged: causes %v", causes)
+	}
+	early := []Attempt{a(2*time.Second, ms, 404), a(8*time.Second, ms, 404), a(9*time.Second, ms, 503)}
+	if got := strings.Join(notFoundCauses(early, t0.Add(5*time.Second)), ","); got != certify.UnknownCause+","+CausePeerCacheRebuilt {
+		t.Errorf("untrusted peer, one 404 before the rebuild and one after: %s", got)
+	}
+}
+
+// The rebuild is found by the peer's ID in the runtime-stamped log, with
+// its moment; a line without a stamp gives no order and is no evidence.
+func TestFirstRebuildWithout(t *testing.T) {
+	logs := "2026-12-04T06:00:01.5Z I1204 06:00:01.500000 1 peer_discovery.go:90] rebuilding\n" +
+		"E1204 06:00:02.000000 1 peer_discovery.go:157] error querying discovery endpoint for serverID apiserver-abc: x\n" +
+		"2026-12-04T06:00:03.25Z E1204 06:00:03.250000 1 peer_discovery.go:157] error querying discovery endpoint for serverID apiserver-abc: dial tcp: refused\n"
+	line, at := firstRebuildWithout(logs, "apiserver-abc")
+	if !at.Equal(time.Date(2026, 12, 4, 6, 0, 3, 250_000_000, time.UTC)) || !strings.HasPrefix(line, "E1204 06:00:03.250000") {
+		t.Errorf("found %q at %s", line, at)
+	}
+	if line, at := firstRebuildWithout(logs, "apiserver-other"); line != "" || !at.IsZero() {
+		t.Errorf("another peer's rebuild: %q at %s", line, at)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -14,6 +15,7 @@ import (
 	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/faults"
+	"github.com/skewer-k8s/skewer/harness/wait"
 )
 
 // LinkPromises are the promises CheckPeerLink judges.
@@ -341,12 +343,41 @@ func (l *linkRun) slowLink(ctx context.Context) (certify.Verdict, written) {
 // handler, which does not serve it.
 const CauseNoCapablePeer = "no-capable-peer"
 
+// leaseGone waits, within its budget, for the identity Lease id to be
+// gone, and says from when it was seen gone (zero if it never went) and
+// what was seen.
+func leaseGone(ctx context.Context, c *cluster.Cluster, id string) (time.Time, string) {
+	cs, err := c.Client()
+	if err != nil {
+		return time.Time{}, err.Error()
+	}
+	var at time.Time
+	err = wait.For(ctx, "certify/lease-gone", "the identity Lease "+id+" to go", func(ctx context.Context) (bool, string, error) {
+		_, err := cs.CoordinationV1().Leases("kube-system").Get(ctx, id, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			at = time.Now()
+			return true, "gone", nil
+		case err != nil:
+			return false, err.Error(), nil
+		}
+		return false, "still held", nil
+	})
+	if err != nil {
+		return time.Time{}, err.Error()
+	}
+	return at, fmt.Sprintf("the identity Lease %s was gone from %s on", id, at.Format("15:04:05.000"))
+}
+
 // CheckOnlyPeerGone judges mvp.fault.only-peer-gone in a window with one
 // newer apiserver: it is stopped cleanly (its identity Lease goes with
 // it) and the resource only it serves is asked for through the first
 // older one every second for 30 s: each answer comes within the client's
 // 35 s (no hang), none is served (nothing left serves it), and none is a
-// 404. The apiserver is started again before it returns.
+// 404. A 404 is put down to CauseNoCapablePeer only when answered after
+// the peer's identity Lease was seen gone, and the Lease was still gone
+// when the probing ended. The apiserver is started again before it
+// returns.
 func CheckOnlyPeerGone(ctx context.Context, c *cluster.Cluster, w *Window) certify.Verdict {
 	const id = "mvp.fault.only-peer-gone"
 	const d, timeout = 30 * time.Second, 35 * time.Second
@@ -358,17 +389,29 @@ func CheckOnlyPeerGone(ctx context.Context, c *cluster.Cluster, w *Window) certi
 	if err != nil {
 		return fail(id, "%v", err)
 	}
+	peerID, err := identityLease(ctx, c, gone.Name)
+	if err != nil {
+		return certify.Errored(id, "%v", err)
+	}
 	f := &faults.StopAPIServer{Node: node}
 	var as []Attempt
+	var goneAt time.Time
+	var leaseSeen string
 	if err := withFault(ctx, c, w, f, func() error {
+		// The cause of a 404 is found, not assumed: the stopped peer's
+		// identity Lease must be gone before it and still gone after.
+		goneAt, leaseSeen = leaseGone(ctx, c, peerID)
 		var err error
 		as, err = w.Probe(ctx, old, d, time.Second, timeout)
+		if gone, _ := leaseGone(ctx, c, peerID); gone.IsZero() {
+			goneAt, leaseSeen = time.Time{}, fmt.Sprintf("the identity Lease %s was back before the probing ended", peerID)
+		}
 		return err
 	}); err != nil {
 		return fail(id, "%v", err)
 	}
 	codes := Codes(as)
-	ev := []string{fmt.Sprintf("%s: %s through %s every second for %s: %v; %s", f.Name(), w.Resource.Key(), old.Name, d, codes, strings.Join(messages(as), ", "))}
+	ev := []string{fmt.Sprintf("%s: %s through %s every second for %s: %v; %s", f.Name(), w.Resource.Key(), old.Name, d, codes, strings.Join(messages(as), ", ")), leaseSeen}
 	var bad, causes []string
 	for _, a := range as {
 		switch {
@@ -382,7 +425,16 @@ func CheckOnlyPeerGone(ctx context.Context, c *cluster.Cluster, w *Window) certi
 	}
 	if n := codes[404]; n > 0 {
 		bad = append(bad, fmt.Sprintf("%d of %d answered 404, not 503", n, len(as)))
-		causes = append(causes, CauseNoCapablePeer)
+		for _, a := range as {
+			if a.Code != 404 {
+				continue
+			}
+			if after(a, goneAt) {
+				causes = append(causes, CauseNoCapablePeer)
+			} else {
+				causes = append(causes, certify.UnknownCause)
+			}
+		}
 	}
 	if len(bad) > 0 {
 		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Causes: causes,

@@ -75,6 +75,9 @@ var budgets = map[string]Budget{
 	"certify/sidecar-deployment": {Timeout: 2 * time.Minute, Interval: 2 * time.Second},
 	// Until an apiserver serves a CRD just made.
 	"certify/crd-established": {Timeout: time.Minute, Interval: time.Second},
+	// Until a stopped apiserver's identity Lease is gone: it deletes its
+	// own on a graceful stop, within its shutdown.
+	"certify/lease-gone": {Timeout: 30 * time.Second, Interval: 500 * time.Millisecond},
 	// Until apiservers have written a request's final audit event.
 	"certify/audit-written": {Timeout: 15 * time.Second, Interval: time.Second},
 }
