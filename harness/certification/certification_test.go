@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -202,5 +203,24 @@ func TestWaiversNameCausesChecksGive(t *testing.T) {
 		if !given[w.Cause] {
 			t.Errorf("the waiver of %s names the cause %q, which no check gives", id, w.Cause)
 		}
+	}
+}
+
+// docs/promises.md is what the code says; UPDATE=1 writes it again.
+func TestPromisesDoc(t *testing.T) {
+	ws, err := certify.LoadWaivers(filepath.Join("..", "..", certify.UpstreamFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := PromisesDoc(ws)
+	path := filepath.Join("..", "..", "docs", "promises.md")
+	if os.Getenv("UPDATE") != "" {
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil || string(got) != want {
+		t.Errorf("docs/promises.md differs from the code (%v): UPDATE=1 go test ./harness/certification -run TestPromisesDoc", err)
 	}
 }

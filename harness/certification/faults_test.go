@@ -121,3 +121,21 @@ func TestPacketsTo(t *testing.T) {
 		t.Error("no rule for an address, yet a count")
 	}
 }
+
+// The black hole's bound comes from the entry's own --request-timeout.
+func TestBlackHoleBound(t *testing.T) {
+	for _, tc := range []struct {
+		flags []string
+		want  time.Duration
+	}{
+		{[]string{"kube-apiserver", "--peer-ca-file=/etc/kubernetes/pki/ca.crt"}, 65 * time.Second},
+		{[]string{"kube-apiserver", "--request-timeout=20s"}, 25 * time.Second},
+	} {
+		if got, err := blackHoleBound(tc.flags); err != nil || got != tc.want {
+			t.Errorf("%v: %s, %v; want %s", tc.flags, got, err, tc.want)
+		}
+	}
+	if _, err := blackHoleBound([]string{"--request-timeout=soon"}); err == nil {
+		t.Error("a --request-timeout that is not a duration gave a bound")
+	}
+}

@@ -23,10 +23,13 @@ var LinkPromises = []certify.ID{"mvp.fault.black-hole", "mvp.fault.slow-link", "
 
 // Bounds of the peer-link faults.
 const (
-	// blackHoleBound: an apiserver gives up on a request after its
-	// --request-timeout (1 min, kubeadm leaves the default) and answers 504;
-	// the proxy's own dial may answer 503 sooner. Past it is a hang.
-	blackHoleBound = 65 * time.Second
+	// holeMargin is what the black-hole bound allows past the entry's
+	// --request-timeout (blackHoleBound): the 504 written and carried back
+	// on a machine whose two cores are busy.
+	holeMargin = 5 * time.Second
+	// defaultRequestTimeout is kube-apiserver's --request-timeout when
+	// the flag is not given (kubeadm does not give it).
+	defaultRequestTimeout = time.Minute
 	// slowAboveBound: a link slower than the proxy's TLS handshake timeout
 	// (10 s) is given up at the handshake: an explicit 503 well before the
 	// request timeout.
@@ -41,6 +44,9 @@ type linkRun struct {
 	c         *cluster.Cluster
 	w         *Window
 	old, peer cluster.Node
+	// holeBound is how long a request may take under the black hole:
+	// blackHoleBound of the entry's own flags.
+	holeBound time.Duration
 	run       string                     // the label value of what this run creates
 	obj       *unstructured.Unstructured // a sample object to create; nil: none, reads only
 }
@@ -73,6 +79,13 @@ func CheckPeerLink(ctx context.Context, c *cluster.Cluster, w *Window) []certify
 	if l.peer, err = c.Node(ctx, w.New[0].Name); err != nil {
 		return failAll("%v", err)
 	}
+	flags, err := apiserverFlags(ctx, l.old)
+	if err != nil {
+		return failAll("%v", err)
+	}
+	if l.holeBound, err = blackHoleBound(flags); err != nil {
+		return failAll("%v", err)
+	}
 	if obj, err := sample(w.Resource); err == nil {
 		l.obj = obj
 	}
@@ -91,6 +104,25 @@ func CheckPeerLink(ctx context.Context, c *cluster.Cluster, w *Window) []certify
 		}
 	}
 	return []certify.Verdict{hole, slow, dup}
+}
+
+// blackHoleBound is how long a request through an apiserver run with
+// flags may take while its only capable peer is black-holed: it gives up
+// after its --request-timeout (default 1 min) and answers 504 - the
+// proxy's own dial may answer 503 sooner - plus holeMargin. Past it is a
+// hang. Derived from the flags the cluster runs, never fitted.
+func blackHoleBound(flags []string) (time.Duration, error) {
+	timeout := defaultRequestTimeout
+	for _, f := range flags {
+		if v, ok := strings.CutPrefix(f, "--request-timeout="); ok {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return 0, fmt.Errorf("the entry's --request-timeout=%s is not a duration", v)
+			}
+			timeout = d
+		}
+	}
+	return timeout + holeMargin, nil
 }
 
 // api is the window's resource through the older server, with a client
@@ -201,7 +233,7 @@ func (l *linkRun) cleanUp(ctx context.Context) {
 // blackHole judges mvp.fault.black-hole and says what the write made.
 func (l *linkRun) blackHole(ctx context.Context) (certify.Verdict, written) {
 	const id = "mvp.fault.black-hole"
-	api, err := l.api(blackHoleBound + 25*time.Second)
+	api, err := l.api(l.holeBound + 25*time.Second)
 	if err != nil {
 		return fail(id, "%v", err), uncounted(err)
 	}
@@ -249,10 +281,11 @@ func (l *linkRun) blackHole(ctx context.Context) (certify.Verdict, written) {
 			bad = append(bad, fmt.Sprintf("%s answered 404 (a false 404: the resource exists): %s", what, a))
 		case a.Code != 503 && a.Code != 504:
 			bad = append(bad, fmt.Sprintf("%s: want an explicit 503 or the entry's 504 timeout: %s", what, a))
-		case a.Took >= blackHoleBound:
-			bad = append(bad, fmt.Sprintf("%s answered after %s, past the bound %s: %s", what, a.Took.Round(100*time.Millisecond), blackHoleBound, a))
+		case a.Took >= l.holeBound:
+			bad = append(bad, fmt.Sprintf("%s answered after %s, past the bound %s: %s", what, a.Took.Round(100*time.Millisecond), l.holeBound, a))
 		}
 	}
+	ev = append(ev, fmt.Sprintf("bound %s: %s's --request-timeout and %s", l.holeBound, l.w.Old[0].Name, holeMargin))
 	if len(bad) > 0 {
 		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Reason: strings.Join(bad, "; ")}, made
 	}

@@ -539,10 +539,20 @@ func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Tra
 	})
 }
 
+// trafficInterval is the pause between two rounds of each traffic stream.
+const trafficInterval = 500 * time.Millisecond
+
 func (r *run) startTraffic(ctx context.Context) (*traffic.Traffic, error) {
 	var load *traffic.Traffic
 	err := r.phase(ctx, "start the traffic", func(ctx context.Context) error {
-		opts := traffic.Options{Namespace: "skewer-certify-traffic", NewAPIPath: r.newerOnly}
+		// The rate is what the promises need, not what the machine can
+		// push: a round every 500 ms gives each stream 120 rounds a
+		// minute - a step of a rollout (a minute or more) sees well over
+		// the 100 requests a 1% failure share needs per backend and kind
+		// of connection, and an outage is timed to half a second against
+		// budgets of seconds. Faster, on two cores, saturates the machine
+		// (audit on every apiserver) and slows the very steps it judges.
+		opts := traffic.Options{Namespace: "skewer-certify-traffic", NewAPIPath: r.newerOnly, Interval: trafficInterval}
 		if r.newerOnly == "" {
 			// In place, no newer apiserver exists yet: the first one says.
 			opts.FindNewAPI = func(ctx context.Context) (string, error) {
