@@ -224,3 +224,34 @@ func TestPromisesDoc(t *testing.T) {
 		t.Errorf("docs/promises.md differs from the code (%v): UPDATE=1 go test ./harness/certification -run TestPromisesDoc", err)
 	}
 }
+
+// The surge run does only what the selected promises need: everything
+// when all are selected; the mixed window alone for the proxy's routing;
+// the window, the rollback and through for a rollback promise; no window
+// for the sidecars.
+func TestSurgePlan(t *testing.T) {
+	in := input(t)
+	all := in.surgePlan()
+	if all != (surgePlan{true, true, true, true, true, true, true, true, true, true}) {
+		t.Errorf("every promise selected: %+v", all)
+	}
+	for _, tc := range []struct {
+		only []certify.ID
+		want surgePlan
+	}{
+		{[]certify.ID{"mvp.route.verbs", "mvp.audit.complete"}, surgePlan{window: true}},
+		{[]certify.ID{"mvp.fault.black-hole"}, surgePlan{window: true, faults: true}},
+		{[]certify.ID{"mvp.route.runtime-config"}, surgePlan{window: true, variant: true}},
+		{[]certify.ID{"rollout.rollback"}, surgePlan{window: true, traffic: true, rollback: true}},
+		{[]certify.ID{"mvp.fault.peer-stopped"}, surgePlan{window: true, traffic: true, rollback: true, windowTwo: true}},
+		{[]certify.ID{"mvp.fault.peer-killed"}, surgePlan{window: true, faults: true, traffic: true, rollback: true, windowTwo: true}},
+		{[]certify.ID{"sidecar.start.order"}, surgePlan{traffic: true, through: true, sidecars: true}},
+		{[]certify.ID{"mvp.route.verbs", "rollout.versions"}, surgePlan{window: true, traffic: true, rollback: true, through: true}},
+		{[]certify.ID{"rollout.refuses-bad-input"}, surgePlan{refused: true}},
+	} {
+		in.Only = tc.only
+		if got := in.surgePlan(); got != tc.want {
+			t.Errorf("--only %v: %+v, want %+v", tc.only, got, tc.want)
+		}
+	}
+}

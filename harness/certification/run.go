@@ -291,20 +291,73 @@ func (r *run) transitions(ctx context.Context) error {
 	return r.surge(ctx, before)
 }
 
-func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
-	from, to := r.in.Pair.From, r.in.Pair.To
-	if err := r.phase(ctx, "rollouts the input forbids, each refused", func(ctx context.Context) error {
-		r.judge(CheckRefusesBadInput(ctx, r.c, r.in.Pair))
-		return nil
-	}); err != nil {
-		return err
+// surgePlan is which phases of the surge run the selected promises need:
+// a phase runs when it judges a selected promise, or when a later phase
+// that runs needs what it leaves (the traffic, a cluster back at all-old).
+// With every promise selected, every phase runs.
+type surgePlan struct {
+	refused, interrupted, window, faults, variant, traffic, rollback, windowTwo, through, sidecars bool
+}
+
+// Promises each part of the surge run judges first-hand.
+var (
+	trafficPromises = []certify.ID{"rollout.no-lost-writes", "rollout.no-missed-watch-events", "rollout.no-false-404",
+		"rollout.no-false-403", "rollout.disruption-budget"}
+	rollbackPromises = []certify.ID{"rollout.rollback", "mvp.rollback.all-old"}
+	throughPromises  = []certify.ID{"rollout.versions", "rollout.membership"}
+	windowTwoIDs     = []certify.ID{"mvp.fault.peer-stopped", "mvp.fault.peer-killed", "mvp.metrics.peer-proxy-errors"}
+)
+
+func (in Input) surgePlan() surgePlan {
+	wants := func(groups ...[]certify.ID) bool {
+		for _, g := range groups {
+			for _, id := range g {
+				if ok, _ := in.selected(id); ok {
+					return true
+				}
+			}
+		}
+		return false
 	}
-	if err := r.phase(ctx, fmt.Sprintf("a rollout to %s cut short mid-join, then rolled back", to), func(ctx context.Context) error {
-		r.restarting(restarts.ControlPlane)
-		r.judge(CheckInterruptedRecovers(ctx, r.c, r.in.Pair, r.in.Images, before, r.out))
-		return nil
-	}); err != nil {
-		return err
+	p := surgePlan{
+		refused:     wants([]certify.ID{"rollout.refuses-bad-input"}),
+		interrupted: wants([]certify.ID{"rollout.interrupted-recovers"}),
+		faults:      wants(LinkPromises, FaultPromises, SwitchPromises, []certify.ID{"mvp.fault.only-peer-gone", "mvp.trust.untrusted-peer"}),
+		variant:     wants(VariantPromises),
+		windowTwo:   wants(windowTwoIDs),
+		sidecars:    wants(sidecarchecks.Promises),
+	}
+	p.through = wants(trafficPromises, throughPromises) || p.sidecars
+	p.window = wants(ProxyPromises, rollbackPromises, []certify.ID{"mvp.trust.forged-lease", "mvp.discovery.converges"}) || p.faults || p.variant || p.windowTwo
+	// Through starts from all-old: after the window, a rollback first.
+	p.rollback = wants(rollbackPromises) || p.windowTwo || (p.window && p.through)
+	p.traffic = p.rollback || p.through
+	return p
+}
+
+func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
+	to := r.in.Pair.To
+	plan := r.in.surgePlan()
+	if plan.refused {
+		if err := r.phase(ctx, "rollouts the input forbids, each refused", func(ctx context.Context) error {
+			r.judge(CheckRefusesBadInput(ctx, r.c, r.in.Pair))
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	if plan.interrupted {
+		if err := r.phase(ctx, fmt.Sprintf("a rollout to %s cut short mid-join, then rolled back", to), func(ctx context.Context) error {
+			r.restarting(restarts.ControlPlane)
+			r.judge(CheckInterruptedRecovers(ctx, r.c, r.in.Pair, r.in.Images, before, r.out))
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	if !plan.window {
+		// Nothing selected needs the mixed window: from all-old, through.
+		return r.surgeThrough(ctx, plan, nil, before)
 	}
 	if err := r.phase(ctx, fmt.Sprintf("the mixed window: one control plane at %s", to), func(ctx context.Context) error {
 		if err := rollout.Roll(ctx, r.c, rollout.RollInput{To: to, Strategy: rollout.StrategySurge, PauseAfter: 1, Images: r.in.Images, Runner: r.runner(nil)}); err != nil {
@@ -326,7 +379,7 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 	}); err != nil {
 		return err
 	}
-	if w := r.window; w != nil {
+	if w := r.window; w != nil && plan.faults {
 		old, peer := w.Old[0].Name, w.New[0].Name
 		for _, c := range []struct {
 			name  string
@@ -346,7 +399,7 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 	// The runtime-config variant needs no resource only the newer version
 	// serves: a pair with none gets it too.
 	split := r.window
-	if split == nil {
+	if split == nil && plan.variant {
 		var err error
 		if split, err = SplitWindow(ctx, r.c, to); err != nil {
 			for _, id := range VariantPromises {
@@ -354,16 +407,40 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 			}
 		}
 	}
-	if split != nil {
+	if split != nil && plan.variant {
 		if err := r.check(ctx, fmt.Sprintf("the runtime-config variant: %s off on %s; the gate's Beta default there", variantGroupVersion, split.New[0].Name), split, CheckRuntimeConfig); err != nil {
 			return err
 		}
+	}
+	if !plan.traffic {
+		return nil // what was selected is judged; the cluster goes as it is
 	}
 	load, err := r.startTraffic(ctx)
 	if err != nil {
 		return err
 	}
 	defer load.Delete(context.WithoutCancel(ctx))
+	return r.surgeThrough(ctx, plan, load, before)
+}
+
+// surgeThrough is the surge run from the mixed window on, under the
+// traffic (started here when none is given): back to all-old, forward to
+// two of three, then through - each part as the plan needs it.
+func (r *run) surgeThrough(ctx context.Context, plan surgePlan, load *traffic.Traffic, before *corev1.ConfigMap) error {
+	from, to := r.in.Pair.From, r.in.Pair.To
+	if !plan.through && !(plan.window && plan.rollback) {
+		return nil
+	}
+	if load == nil {
+		var err error
+		if load, err = r.startTraffic(ctx); err != nil {
+			return err
+		}
+		defer load.Delete(context.WithoutCancel(ctx))
+	}
+	if !plan.window {
+		return r.through(ctx, rollout.StrategySurge, load, before, plan.sidecars)
+	}
 	if err := r.phase(ctx, fmt.Sprintf("roll back to %s under traffic", from), func(ctx context.Context) error {
 		if err := rollout.Rollback(ctx, r.c, rollout.RollbackInput{To: from, Images: r.in.Images, Runner: r.runner(load)}); err != nil {
 			return err
@@ -384,7 +461,7 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 	}); err != nil {
 		return err
 	}
-	if r.window != nil {
+	if r.window != nil && plan.windowTwo {
 		if err := r.phase(ctx, fmt.Sprintf("the mixed window again: two control planes at %s, under the traffic", to), func(ctx context.Context) error {
 			if err := rollout.Roll(ctx, r.c, rollout.RollInput{To: to, Strategy: rollout.StrategySurge, PauseAfter: 2, Images: r.in.Images, Runner: r.runner(load)}); err != nil {
 				return err
@@ -407,7 +484,10 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 			return err
 		}
 	}
-	return r.through(ctx, rollout.StrategySurge, load, before)
+	if !plan.through {
+		return nil
+	}
+	return r.through(ctx, rollout.StrategySurge, load, before, plan.sidecars)
 }
 
 // check runs a check of the window as a phase of its own, one that
@@ -459,11 +539,13 @@ func (r *run) inPlace(ctx context.Context, before *corev1.ConfigMap) error {
 		return err
 	}
 	defer load.Delete(context.WithoutCancel(ctx))
-	return r.through(ctx, rollout.StrategyInPlace, load, before)
+	return r.through(ctx, rollout.StrategyInPlace, load, before, true)
 }
 
-// through rolls every control plane to To under the traffic and judges it.
-func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Traffic, before *corev1.ConfigMap) error {
+// through rolls every control plane to To under the traffic and judges
+// it, then, when sidecars, the native sidecars on kubelets of both
+// versions.
+func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Traffic, before *corev1.ConfigMap, sidecars bool) error {
 	to := r.in.Pair.To
 	if err := r.phase(ctx, fmt.Sprintf("roll every control plane to %s (%s) under traffic", to, s), func(ctx context.Context) error {
 		if err := rollout.Roll(ctx, r.c, rollout.RollInput{To: to, Strategy: s, Images: r.in.Images, Runner: r.runner(load)}); err != nil {
@@ -508,6 +590,9 @@ func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Tra
 		return nil
 	}); err != nil {
 		return err
+	}
+	if !sidecars {
+		return nil
 	}
 	return r.phase(ctx, "native sidecars on kubelets of both versions", func(ctx context.Context) error {
 		b := r.in.Images.Builder
