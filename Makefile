@@ -61,7 +61,11 @@ images: deps docker build
 	./bin/skewer images build --version $(subst $() ,$(comma),$(VERSIONS))
 
 # The main job: `skewer certify` of the default pair (FROM -> TO) by surge,
-# its report in $(OUT); then suites/vendor, which makes a vendor's release
+# its report in $(OUT); then suites/vendor: first the negative control
+# (certify of a build whose newer apiservers have the proxy switched off,
+# through certify's own --apiserver-feature-gates, only the proxy's
+# routing promises: it must fail them, exit 1; report in
+# $(ARTIFACTS)/certify-broken), then a vendor's release
 # of TO (its binaries report TO-acme.1, packed as a server release tarball)
 # and certifies FROM -> that build in place, as a distribution would
 # (report in $(ARTIFACTS)/certify-vendor); then, on clusters of their own,
@@ -78,7 +82,7 @@ e2e: images
 	./bin/skewer certify --from $(FROM) --to $(TO) --strategy surge --strict=$(STRICT) --out $(OUT) || rc=$$?; \
 	[ $$rc -lt 128 ] || exit $$rc; \
 	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit-vendor.xml --format testname -- \
-	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/vendor -run TestCertifyAVendorsRelease || rc=1; \
+	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/vendor -run 'TestCertifyABrokenBuild|TestCertifyAVendorsRelease' || rc=1; \
 	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit.xml --format testname -- \
 	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/sidecar -run TestRolloutRefused || rc=1; \
 	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit-mixed.xml --format testname -- \
@@ -86,6 +90,7 @@ e2e: images
 	cat $(ARTIFACTS)/clusters/*/report.md 2>/dev/null; \
 	sed -n '/^## \(Not applicable\|Not selected\|.* on \)/q;p' $(OUT)/summary.md 2>/dev/null; \
 	sed -n '/^## \(Not applicable\|Not selected\|.* on \)/q;p' $(ARTIFACTS)/certify-vendor/summary.md 2>/dev/null; \
+	echo "the negative control (a build with the proxy off, expected to fail):"; sed -n '1,3p' $(ARTIFACTS)/certify-broken/summary.md 2>/dev/null; \
 	echo "certify's report: $(OUT)/report.html, the vendor build's: $(ARTIFACTS)/certify-vendor/report.html (summary.md, results.json, junit.xml beside each)"; \
 	exit $$rc
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,7 +25,7 @@ import (
 
 type certifyFlags struct {
 	from, to, strategy, out, waivers, name, profile string
-	only, skip                                      []string
+	only, skip, gates                               []string
 	images                                          givenFlags
 	maxFailed                                       float64
 	maxUnavailable, maxUnavailableReused            time.Duration
@@ -106,6 +107,7 @@ is 1 when any promise failed.`,
 	fl.StringVar(&f.out, "out", "skewer-results", "directory for results.json, junit.xml, summary.md and report.html")
 	fl.StringSliceVar(&f.only, "only", nil, "judge only these promise IDs (the rest are skipped)")
 	fl.StringSliceVar(&f.skip, "skip", nil, "leave these promise IDs out")
+	fl.StringArrayVar(&f.gates, "apiserver-feature-gates", nil, "SIDE:GATE=BOOL[,GATE=BOOL] - feature gates of your build's apiservers on one side (from or to) of the pair, e.g. to:UnknownVersionInteroperabilityProxy=false; set on that version's apiservers only, recorded in results.json")
 	fl.StringVar(&f.waivers, "waivers", "", "a file of your own waivers, added to the repository's (clusters/waivers/upstream.yaml)")
 	fl.BoolVar(&f.strict, "strict", false, "refuse every waiver: documented upstream behaviour fails its promise too")
 	fl.BoolVar(&f.retain, "retain", false, "keep each run's cluster")
@@ -181,8 +183,13 @@ func certifyInput(ctx context.Context, f certifyFlags, progress io.Writer) (cert
 	if err != nil {
 		return certification.Input{}, err
 	}
+	gates, err := sideGates(f.gates, pair)
+	if err != nil {
+		return certification.Input{}, err
+	}
 	in := certification.Input{
-		Pair: pair, Strategies: strategies, Only: ids(f.only), Skip: ids(f.skip), Waivers: ws, Strict: f.strict,
+		FeatureGates: gates,
+		Pair:         pair, Strategies: strategies, Only: ids(f.only), Skip: ids(f.skip), Waivers: ws, Strict: f.strict,
 		Profile: spec, Name: f.name, Images: images,
 		Budget: certify.Budget{MaxFailed: f.maxFailed / 100, MaxUnavailable: f.maxUnavailable, MaxUnavailableReused: f.maxUnavailableReused},
 		Retain: f.retain, Evidence: filepath.Join(f.out, "evidence"), Out: progress, Verbosity: global.verbosity, Tool: toolInfo(),
@@ -248,4 +255,29 @@ func writableDir(dir string) error {
 	}
 	f.Close()
 	return os.Remove(f.Name())
+}
+
+// sideGates reads --apiserver-feature-gates: SIDE:GATE=BOOL[,GATE=BOOL],
+// SIDE from or to.
+func sideGates(flags []string, pair certify.Pair) (map[version.Version]map[string]bool, error) {
+	out := map[version.Version]map[string]bool{}
+	for _, f := range flags {
+		side, list, ok := strings.Cut(f, ":")
+		v := map[string]version.Version{"from": pair.From, "to": pair.To}[side]
+		if !ok || v.IsZero() {
+			return nil, fmt.Errorf("--apiserver-feature-gates %q: want from:GATE=BOOL or to:GATE=BOOL", f)
+		}
+		for _, g := range strings.Split(list, ",") {
+			name, value, ok := strings.Cut(strings.TrimSpace(g), "=")
+			on, err := strconv.ParseBool(value)
+			if !ok || name == "" || err != nil {
+				return nil, fmt.Errorf("--apiserver-feature-gates %q: %q is not GATE=true or GATE=false", f, g)
+			}
+			if out[v] == nil {
+				out[v] = map[string]bool{}
+			}
+			out[v][name] = on
+		}
+	}
+	return out, nil
 }

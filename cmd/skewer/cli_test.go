@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/skewer-k8s/skewer/harness/certify"
 	"os"
 	"path/filepath"
 	"strings"
@@ -104,5 +105,22 @@ func TestCertifyPlans(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "mvp.route.verbs") || strings.Count(stdout.String(), "\n") < 40 {
 		t.Errorf("--list:\n%s", stdout.String())
+	}
+}
+
+// --apiserver-feature-gates names a side and gates; anything else is refused.
+func TestSideGates(t *testing.T) {
+	pair, err := certify.ParsePair("v1.35.4", "v1.36.3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := sideGates([]string{"to:UnknownVersionInteroperabilityProxy=false,A=true"}, pair)
+	if err != nil || len(got) != 1 || got[pair.To]["UnknownVersionInteroperabilityProxy"] || !got[pair.To]["A"] {
+		t.Errorf("%v, %v", got, err)
+	}
+	for _, bad := range []string{"UnknownVersionInteroperabilityProxy=false", "next:A=true", "to:A", "to:A=maybe", "to:=true"} {
+		if _, err := sideGates([]string{bad}, pair); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
 	}
 }

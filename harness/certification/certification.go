@@ -56,6 +56,10 @@ type Input struct {
 	// (<Evidence>/<strategy>/logs, .../audit) before its cluster goes.
 	Evidence string
 	Out      io.Writer
+	// FeatureGates are a distribution's apiserver feature gates for each
+	// side of the pair: its own configuration of its build, set on the
+	// apiservers of that version only and recorded with the results.
+	FeatureGates map[version.Version]map[string]bool
 	// Budget bounds what a rollout may cost the traffic
 	// (rollout.disruption-budget).
 	Budget certify.Budget
@@ -76,6 +80,11 @@ func (in Input) Validate() error {
 	for _, s := range in.Strategies {
 		if _, err := rollout.ParseStrategy(string(s)); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	for v := range in.FeatureGates {
+		if !v.Equal(in.Pair.From) && !v.Equal(in.Pair.To) {
+			errs = append(errs, fmt.Errorf("feature gates for %s, which is neither side of %s", v, in.Pair))
 		}
 	}
 	for _, id := range append(slices.Clone(in.Only), in.Skip...) {
@@ -205,7 +214,8 @@ func Run(ctx context.Context, in Input) (*report.Results, error) {
 		if err != nil {
 			return nil, fmt.Errorf("node image for %s: %w", v, err)
 		}
-		res.Images = append(res.Images, report.NodeImage{Version: v.String(), Ref: ref, ID: id, Key: nodeimage.InputKey(ctx, ref), Given: given(in.Images, v)})
+		res.Images = append(res.Images, report.NodeImage{Version: v.String(), Ref: ref, ID: id, Key: nodeimage.InputKey(ctx, ref), Given: given(in.Images, v),
+			FeatureGates: in.FeatureGates[v]})
 	}
 	var newerOnly string
 	for _, s := range in.Strategies {

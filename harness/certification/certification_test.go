@@ -232,21 +232,21 @@ func TestPromisesDoc(t *testing.T) {
 func TestSurgePlan(t *testing.T) {
 	in := input(t)
 	all := in.surgePlan()
-	if all != (surgePlan{true, true, true, true, true, true, true, true, true, true}) {
+	if all != (surgePlan{true, true, true, true, true, true, true, true, true, true, true}) {
 		t.Errorf("every promise selected: %+v", all)
 	}
 	for _, tc := range []struct {
 		only []certify.ID
 		want surgePlan
 	}{
-		{[]certify.ID{"mvp.route.verbs", "mvp.audit.complete"}, surgePlan{window: true}},
+		{[]certify.ID{"mvp.route.verbs", "mvp.audit.complete"}, surgePlan{window: true, proxy: true}},
 		{[]certify.ID{"mvp.fault.black-hole"}, surgePlan{window: true, faults: true}},
 		{[]certify.ID{"mvp.route.runtime-config"}, surgePlan{window: true, variant: true}},
 		{[]certify.ID{"rollout.rollback"}, surgePlan{window: true, traffic: true, rollback: true}},
 		{[]certify.ID{"mvp.fault.peer-stopped"}, surgePlan{window: true, traffic: true, rollback: true, windowTwo: true}},
 		{[]certify.ID{"mvp.fault.peer-killed"}, surgePlan{window: true, faults: true, traffic: true, rollback: true, windowTwo: true}},
 		{[]certify.ID{"sidecar.start.order"}, surgePlan{traffic: true, through: true, sidecars: true}},
-		{[]certify.ID{"mvp.route.verbs", "rollout.versions"}, surgePlan{window: true, traffic: true, rollback: true, through: true}},
+		{[]certify.ID{"mvp.route.verbs", "rollout.versions"}, surgePlan{window: true, proxy: true, traffic: true, rollback: true, through: true}},
 		{[]certify.ID{"rollout.refuses-bad-input"}, surgePlan{refused: true}},
 	} {
 		in.Only = tc.only

@@ -256,6 +256,12 @@ func (r *run) transitions(ctx context.Context) error {
 	spec.Name = r.in.Name + "-" + string(r.strategy)
 	spec.Version = r.in.Pair.From
 	spec.ControlPlaneVersions, spec.WorkerVersions = nil, nil
+	if len(r.in.FeatureGates) > 0 {
+		spec.VersionFeatureGates = map[string]map[string]bool{}
+		for v, gates := range r.in.FeatureGates {
+			spec.VersionFeatureGates[v.String()] = gates
+		}
+	}
 	if err := r.phase(ctx, fmt.Sprintf("create %s at %s", spec.Name, spec.Version), func(ctx context.Context) error {
 		// The images Run resolved, not a second resolution of the same.
 		resolved := func(ctx context.Context, v version.Version) (string, error) {
@@ -296,7 +302,7 @@ func (r *run) transitions(ctx context.Context) error {
 // that runs needs what it leaves (the traffic, a cluster back at all-old).
 // With every promise selected, every phase runs.
 type surgePlan struct {
-	refused, interrupted, window, faults, variant, traffic, rollback, windowTwo, through, sidecars bool
+	refused, interrupted, window, proxy, faults, variant, traffic, rollback, windowTwo, through, sidecars bool
 }
 
 // Promises each part of the surge run judges first-hand.
@@ -323,12 +329,13 @@ func (in Input) surgePlan() surgePlan {
 		refused:     wants([]certify.ID{"rollout.refuses-bad-input"}),
 		interrupted: wants([]certify.ID{"rollout.interrupted-recovers"}),
 		faults:      wants(LinkPromises, FaultPromises, SwitchPromises, []certify.ID{"mvp.fault.only-peer-gone", "mvp.trust.untrusted-peer"}),
+		proxy:       wants(ProxyPromises, []certify.ID{"mvp.trust.forged-lease"}),
 		variant:     wants(VariantPromises),
 		windowTwo:   wants(windowTwoIDs),
 		sidecars:    wants(sidecarchecks.Promises),
 	}
 	p.through = wants(trafficPromises, throughPromises) || p.sidecars
-	p.window = wants(ProxyPromises, rollbackPromises, []certify.ID{"mvp.trust.forged-lease", "mvp.discovery.converges"}) || p.faults || p.variant || p.windowTwo
+	p.window = wants(rollbackPromises, []certify.ID{"mvp.discovery.converges"}) || p.proxy || p.faults || p.variant || p.windowTwo
 	// Through starts from all-old: after the window, a rollback first.
 	p.rollback = wants(rollbackPromises) || p.windowTwo || (p.window && p.through)
 	p.traffic = p.rollback || p.through
@@ -368,7 +375,7 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 		r.judge(v)
 		r.measure(v.ID, "discovery: %d resource(s) only %s serves %v; every apiserver's merged discovery showed them %s after the rollout paused", len(newer), to, newer, took.Round(100*time.Millisecond))
 		r.newerOnly = firstRoutable(newer)
-		r.proxyChecks(ctx, newer)
+		r.proxyChecks(ctx, newer, plan.proxy)
 		if r.window != nil {
 			var err error
 			if r.stranded, err = Strand(ctx, r.c, r.window); err != nil {
@@ -515,9 +522,9 @@ func windowPromises() []certify.ID {
 		[]certify.ID{"mvp.fault.only-peer-gone", "mvp.trust.forged-lease", "mvp.fault.peer-stopped", "mvp.trust.untrusted-peer"})
 }
 
-// proxyChecks judges the proxy in the mixed window on a resource only
-// the newer version serves.
-func (r *run) proxyChecks(ctx context.Context, newer []discovery.Resource) {
+// proxyChecks opens the mixed window on a resource only the newer version
+// serves and, when judge, judges the proxy there.
+func (r *run) proxyChecks(ctx context.Context, newer []discovery.Resource, judge bool) {
 	w, err := OpenWindow(ctx, r.c, r.in.Pair.To, newer)
 	if err != nil {
 		r.windowErr = err
@@ -526,11 +533,14 @@ func (r *run) proxyChecks(ctx context.Context, newer []discovery.Resource) {
 		}
 		return
 	}
+	r.window = w
+	if !judge {
+		return
+	}
 	for _, v := range CheckProxy(ctx, r.c, w) {
 		r.judge(v)
 	}
 	r.judge(CheckForgedLease(ctx, r.c, w))
-	r.window = w
 }
 
 func (r *run) inPlace(ctx context.Context, before *corev1.ConfigMap) error {

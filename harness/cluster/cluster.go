@@ -104,6 +104,16 @@ func Open(ctx context.Context, name string, o Options) (*Cluster, error) {
 	return nil, fmt.Errorf("no kind cluster named %q", name)
 }
 
+// VersionFeatureGates are the apiserver feature gates of each version
+// the cluster's Spec names (Spec.VersionFeatureGates); none for a
+// cluster whose Spec is not known.
+func (c *Cluster) VersionFeatureGates() map[string]map[string]bool {
+	if c.Spec == nil {
+		return nil
+	}
+	return c.Spec.VersionFeatureGates
+}
+
 // Kubeconfig is the path of the cluster's own kubeconfig; the user's
 // ~/.kube/config is never touched.
 func (c *Cluster) Kubeconfig() string { return layout{c.Dir}.kubeconfig() }

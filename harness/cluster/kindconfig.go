@@ -66,6 +66,12 @@ func kindConfig(s *Spec, h Host, l layout, images NodeImages) (*v1alpha4.Cluster
 	for k, v := range s.RuntimeConfig {
 		cfg.RuntimeConfig[k] = v
 	}
+	// A distribution's gates for the version the cluster starts at (kind
+	// gives its gates to every component; a rollout sets them for the
+	// apiservers of the version it moves to).
+	for k, v := range s.VersionFeatureGates[s.Version.String()] {
+		cfg.FeatureGates[k] = v
+	}
 	args := map[string]string{
 		"audit-policy-file":   auditPolicyDir + "/policy.yaml",
 		"audit-log-path":      AuditLogFile,

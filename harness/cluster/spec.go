@@ -43,6 +43,12 @@ type Spec struct {
 	// only (through kubeadm's patches), e.g. runtime-config to turn an API off
 	// on one server.
 	ControlPlaneAPIServerArgs []map[string]string `json:"controlPlaneAPIServerArgs,omitempty"`
+	// VersionFeatureGates are feature gates of the apiservers of one
+	// version only, by version string: a distribution's own configuration
+	// of its build (e.g. the proxy's gate off). A rollout sets them in
+	// ClusterConfiguration as it moves the cluster's version, so the
+	// apiservers kubeadm deploys at that version run them.
+	VersionFeatureGates map[string]map[string]bool `json:"versionFeatureGates,omitempty"`
 	// MixedVersionProxy turns the Mixed Version Proxy on in every apiserver
 	// (default true): --peer-ca-file, and on 1.35 the feature gate.
 	MixedVersionProxy *bool `json:"mixedVersionProxy,omitempty"`

@@ -81,6 +81,9 @@ type NodeImage struct {
 	// Given says what its vendor brought for this version; absent for
 	// skewer's own build from the Go module proxy.
 	Given *Given `json:"given,omitempty"`
+	// FeatureGates are the apiserver feature gates its vendor configured
+	// for this version (certify --apiserver-feature-gates).
+	FeatureGates map[string]bool `json:"apiserverFeatureGates,omitempty"`
 }
 
 // Given is what a vendor brought for one version of the pair.

@@ -99,6 +99,9 @@ func (r *Results) provenance() string {
 	}
 	for _, i := range r.Images {
 		part := fmt.Sprintf("%s: `%s` %s", i.Version, i.Ref, shortID(i.ID))
+		if len(i.FeatureGates) > 0 {
+			part += fmt.Sprintf(" (apiserver feature gates %v)", i.FeatureGates)
+		}
 		if g := i.Given; g != nil && g.Kind != "node-image" {
 			part += fmt.Sprintf(" (built around the %s given)", g.What())
 		} else if g != nil {

@@ -2,6 +2,8 @@ package rollout
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -23,24 +25,47 @@ const proxyGate = "UnknownVersionInteroperabilityProxy"
 // 1.36, where it must be, and left out from 1.36, so that those servers
 // run on its Beta default - the default a user's cluster has. It says
 // whether cfg changed.
-func setProxyGate(cfg map[string]any, v version.Version) bool {
+func setProxyGate(cfg map[string]any, v version.Version) bool { return setGates(cfg, v, nil) }
+
+// setGates is setProxyGate, then the gates a distribution gives the
+// apiservers of each version (byVersion, by version string: the
+// cluster's Spec.VersionFeatureGates) set for v's: a gate named for any
+// version is removed first, so moving back to a version without it
+// drops it.
+func setGates(cfg map[string]any, v version.Version, byVersion map[string]map[string]bool) bool {
 	api, _ := cfg["apiServer"].(map[string]any)
 	if api == nil {
 		return false
 	}
 	args := extraArgs{api}
-	if _, proxied := args.get("peer-ca-file"); !proxied {
+	_, proxied := args.get("peer-ca-file")
+	owned := map[string]bool{}
+	if proxied {
+		owned[proxyGate] = true
+	}
+	for _, gates := range byVersion {
+		for g := range gates {
+			owned[g] = true
+		}
+	}
+	if len(owned) == 0 {
 		return false
 	}
 	raw, _ := args.get("feature-gates")
 	var gates []string
 	for _, g := range strings.Split(raw, ",") {
-		if g = strings.TrimSpace(g); g != "" && !strings.HasPrefix(g, proxyGate+"=") {
+		name, _, _ := strings.Cut(strings.TrimSpace(g), "=")
+		if g = strings.TrimSpace(g); g != "" && !owned[name] {
 			gates = append(gates, g)
 		}
 	}
-	if v.Major() == 1 && v.Minor() < 36 {
+	given := byVersion[v.String()]
+	if _, overridden := given[proxyGate]; proxied && !overridden && v.Major() == 1 && v.Minor() < 36 {
 		gates = append(gates, proxyGate+"=true")
+	}
+	names := slices.Sorted(maps.Keys(given))
+	for _, g := range names {
+		gates = append(gates, fmt.Sprintf("%s=%t", g, given[g]))
 	}
 	want := strings.Join(gates, ",")
 	if want == raw {
@@ -58,7 +83,7 @@ func setClusterProxyGate(ctx context.Context, c *cluster.Cluster, v version.Vers
 	if err != nil {
 		return err
 	}
-	if !setProxyGate(cfg, v) {
+	if !setGates(cfg, v, c.VersionFeatureGates()) {
 		return nil
 	}
 	return save(cfg)

@@ -266,7 +266,7 @@ func setClusterVersion(ctx context.Context, c *cluster.Cluster, v version.Versio
 	if err != nil {
 		return err
 	}
-	gate := setProxyGate(cfg, v)
+	gate := setGates(cfg, v, c.VersionFeatureGates())
 	if old, _ := cfg["kubernetesVersion"].(string); old == v.String() && !gate {
 		return nil
 	}
