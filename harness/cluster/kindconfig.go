@@ -51,6 +51,14 @@ func kindNodeName(cluster string, role v1alpha4.NodeRole, i int) string {
 	return fmt.Sprintf("%s%d", base, i+1)
 }
 
+// ProxyGate is the Mixed Version Proxy's feature gate, and PeerCAFile the
+// CA its peers' serving certificates are verified with (kubeadm's cluster
+// CA): the proxy is built only when --peer-ca-file names one.
+const (
+	ProxyGate  = "UnknownVersionInteroperabilityProxy"
+	PeerCAFile = "/etc/kubernetes/pki/ca.crt"
+)
+
 // kindConfig turns a Spec into kind's configuration, with every host-side
 // path under l.
 func kindConfig(s *Spec, h Host, l layout, images NodeImages) (*v1alpha4.Cluster, error) {
@@ -66,20 +74,23 @@ func kindConfig(s *Spec, h Host, l layout, images NodeImages) (*v1alpha4.Cluster
 	for k, v := range s.RuntimeConfig {
 		cfg.RuntimeConfig[k] = v
 	}
-	// A distribution's gates for the version the cluster starts at (kind
-	// gives its gates to every component; a rollout sets them for the
-	// apiservers of the version it moves to).
-	for k, v := range s.VersionFeatureGates[s.Version.String()] {
-		cfg.FeatureGates[k] = v
-	}
+
 	args := map[string]string{
 		"audit-policy-file":   auditPolicyDir + "/policy.yaml",
 		"audit-log-path":      AuditLogFile,
 		"audit-log-maxsize":   "200",
 		"audit-log-maxbackup": "5",
 	}
-	if s.ProxyEnabled() {
-		args["peer-ca-file"] = "/etc/kubernetes/pki/ca.crt"
+	// A distribution's gates for the version the cluster starts at (kind
+	// gives its gates to every component; a rollout sets them for the
+	// apiservers of the version it moves to). With the proxy's gate off
+	// there is no peer CA: kube-apiserver refuses --peer-ca-file then.
+	gates := s.VersionFeatureGates[s.Version.String()]
+	for k, v := range gates {
+		cfg.FeatureGates[k] = v
+	}
+	if on, given := gates[ProxyGate]; s.ProxyEnabled() && (on || !given) {
+		args["peer-ca-file"] = PeerCAFile
 		// The proxy sends the user's UID in X-Remote-Uid; a peer reads it
 		// only when this names it (RemoteRequestHeaderUID, on by default
 		// since 1.33), and kubeadm leaves it unset: upstream's documented
@@ -88,7 +99,7 @@ func kindConfig(s *Spec, h Host, l layout, images NodeImages) (*v1alpha4.Cluster
 		for _, v := range s.Versions() {
 			if v.Minor() < 36 {
 				// Beta and on by default from 1.36; alpha before.
-				cfg.FeatureGates["UnknownVersionInteroperabilityProxy"] = true
+				cfg.FeatureGates[ProxyGate] = true
 			}
 		}
 	}

@@ -16,7 +16,7 @@ import (
 // with the proxy on has it set in its ClusterConfiguration (kind's
 // cluster-wide feature gates); the apiservers kubeadm deploys later read
 // it there.
-const proxyGate = "UnknownVersionInteroperabilityProxy"
+const proxyGate = cluster.ProxyGate
 
 // setProxyGate makes the apiserver's feature gates in cfg, a
 // ClusterConfiguration of either kubeadm API (extraArgs a map in v1beta3,
@@ -31,13 +31,30 @@ func setProxyGate(cfg map[string]any, v version.Version) bool { return setGates(
 // apiservers of each version (byVersion, by version string: the
 // cluster's Spec.VersionFeatureGates) set for v's: a gate named for any
 // version is removed first, so moving back to a version without it
-// drops it.
+// drops it. Where some version names the proxy's gate, the proxy is the
+// distribution's to switch: a version with it off runs without
+// --peer-ca-file (kube-apiserver refuses the flag with the gate off),
+// the others with the cluster's peer CA.
 func setGates(cfg map[string]any, v version.Version, byVersion map[string]map[string]bool) bool {
 	api, _ := cfg["apiServer"].(map[string]any)
 	if api == nil {
 		return false
 	}
 	args := extraArgs{api}
+	given := byVersion[v.String()]
+	changed := false
+	if managed := slices.ContainsFunc(slices.Collect(maps.Values(byVersion)), func(g map[string]bool) bool { _, ok := g[proxyGate]; return ok }); managed {
+		ca, had := args.get("peer-ca-file")
+		if on, ok := given[proxyGate]; ok && !on {
+			if had {
+				args.set("peer-ca-file", "")
+				changed = true
+			}
+		} else if !had || ca != cluster.PeerCAFile {
+			args.set("peer-ca-file", cluster.PeerCAFile)
+			changed = true
+		}
+	}
 	_, proxied := args.get("peer-ca-file")
 	owned := map[string]bool{}
 	if proxied {
@@ -49,7 +66,7 @@ func setGates(cfg map[string]any, v version.Version, byVersion map[string]map[st
 		}
 	}
 	if len(owned) == 0 {
-		return false
+		return changed
 	}
 	raw, _ := args.get("feature-gates")
 	var gates []string
@@ -59,7 +76,6 @@ func setGates(cfg map[string]any, v version.Version, byVersion map[string]map[st
 			gates = append(gates, g)
 		}
 	}
-	given := byVersion[v.String()]
 	if _, overridden := given[proxyGate]; proxied && !overridden && v.Major() == 1 && v.Minor() < 36 {
 		gates = append(gates, proxyGate+"=true")
 	}
@@ -69,7 +85,7 @@ func setGates(cfg map[string]any, v version.Version, byVersion map[string]map[st
 	}
 	want := strings.Join(gates, ",")
 	if want == raw {
-		return false
+		return changed
 	}
 	args.set("feature-gates", want)
 	return true

@@ -5,6 +5,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/version"
 )
 
@@ -51,19 +52,21 @@ func TestSetProxyGate(t *testing.T) {
 }
 
 // A distribution's gates for one version are set when the cluster moves
-// to it and dropped when it moves back; they win over the proxy's own.
+// to it and dropped when it moves back; they win over the proxy's own,
+// and with the proxy's gate off there is no --peer-ca-file (which
+// kube-apiserver refuses then), with it back the cluster's peer CA.
 func TestSetGatesByVersion(t *testing.T) {
 	v135, v136 := version.MustParse("v1.35.4"), version.MustParse("v1.36.3")
 	off := map[string]map[string]bool{"v1.36.3": {proxyGate: false}}
 	cfg := map[string]any{"apiServer": map[string]any{"extraArgs": []any{
 		map[string]any{"name": "feature-gates", "value": "A=true,UnknownVersionInteroperabilityProxy=true"},
-		map[string]any{"name": "peer-ca-file", "value": "/ca"}}}}
-	gates := func() string { s, _ := extraArgs{cfg["apiServer"].(map[string]any)}.get("feature-gates"); return s }
-	if !setGates(cfg, v136, off) || gates() != "A=true,UnknownVersionInteroperabilityProxy=false" {
-		t.Errorf("to 1.36 with the proxy's gate off: %q", gates())
+		map[string]any{"name": "peer-ca-file", "value": cluster.PeerCAFile}}}}
+	arg := func(name string) string { s, _ := extraArgs{cfg["apiServer"].(map[string]any)}.get(name); return s }
+	if !setGates(cfg, v136, off) || arg("feature-gates") != "A=true,UnknownVersionInteroperabilityProxy=false" || arg("peer-ca-file") != "" {
+		t.Errorf("to 1.36 with the proxy's gate off: gates %q, peer CA %q", arg("feature-gates"), arg("peer-ca-file"))
 	}
-	if !setGates(cfg, v135, off) || gates() != "A=true,UnknownVersionInteroperabilityProxy=true" {
-		t.Errorf("back to 1.35: %q", gates())
+	if !setGates(cfg, v135, off) || arg("feature-gates") != "A=true,UnknownVersionInteroperabilityProxy=true" || arg("peer-ca-file") != cluster.PeerCAFile {
+		t.Errorf("back to 1.35: gates %q, peer CA %q", arg("feature-gates"), arg("peer-ca-file"))
 	}
 	if setGates(cfg, v135, off) {
 		t.Error("a second move to the same version changed the configuration")
