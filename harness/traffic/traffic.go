@@ -3,7 +3,6 @@ package traffic
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -51,11 +50,6 @@ type Options struct {
 	// apiserver that advertises the resource and answers 404 contradicts
 	// itself.
 	NewAPIPath string
-	// FindNewAPI, when NewAPIPath is empty, is asked at every refresh
-	// (each step of a rollout) for such a collection until it names one:
-	// a run that starts before any newer apiserver exists (in place)
-	// learns it from the first one, and probes it from then on.
-	FindNewAPI func(context.Context) (string, error)
 }
 
 const writeLabel = "skewer.io/traffic"
@@ -94,11 +88,9 @@ type Traffic struct {
 	// only then is a 404 for the new API through that target false.
 	phaseAdvertised map[string]map[string]bool
 	phases          int
-	// newAPIPath is Options.NewAPIPath, or what FindNewAPI found.
-	newAPIPath string
-	seq        atomic.Int64
-	wg         sync.WaitGroup
-	stopAll    context.CancelFunc
+	seq             atomic.Int64
+	wg              sync.WaitGroup
+	stopAll         context.CancelFunc
 }
 
 // Start begins the streams: through the load balancer and through each
@@ -129,7 +121,7 @@ func Start(ctx context.Context, c *cluster.Cluster, opts Options) (*Traffic, err
 	runCtx, cancel := context.WithCancel(context.Background())
 	t := &Traffic{c: c, opts: opts, ctx: runCtx, stopAll: cancel, phase: "start",
 		streams: map[stream]context.CancelFunc{}, acked: map[string]bool{}, seen: map[string]bool{},
-		phaseAdvertised: map[string]map[string]bool{}, newAPIPath: opts.NewAPIPath}
+		phaseAdvertised: map[string]map[string]bool{}}
 	if err := t.watch(cs); err != nil {
 		cancel()
 		return nil, err
@@ -172,20 +164,9 @@ func (t *Traffic) endPhase() {
 // Refresh follows the control planes: a stream for each new one, none for
 // one that is gone, and whether an apiserver serving the new API is there.
 func (t *Traffic) Refresh(ctx context.Context) error {
-	var findErr error
-	if t.newAPI() == "" && t.opts.FindNewAPI != nil {
-		path, err := t.opts.FindNewAPI(ctx)
-		if err != nil {
-			findErr = fmt.Errorf("looking for a collection only the newer version serves: %w", err)
-		}
-		t.mu.Lock()
-		t.newAPIPath = path
-		t.mu.Unlock()
-	}
-	newAPI := t.newAPI()
 	cps, err := t.c.ControlPlanes(ctx)
 	if err != nil {
-		return errors.Join(findErr, err)
+		return err
 	}
 	current := map[string]bool{}
 	advertised := map[string]bool{}
@@ -203,8 +184,8 @@ func (t *Traffic) Refresh(ctx context.Context) error {
 		if !running && !ready(ctx, cfg) {
 			continue
 		}
-		if newAPI != "" {
-			advertised[n.Name] = advertises(ctx, cfg, newAPI)
+		if t.opts.NewAPIPath != "" {
+			advertised[n.Name] = advertises(ctx, cfg, t.opts.NewAPIPath)
 		}
 		if !running {
 			t.startStreams(n.Name, cfg)
@@ -224,15 +205,7 @@ func (t *Traffic) Refresh(ctx context.Context) error {
 			delete(t.streams, st)
 		}
 	}
-	return findErr
-}
-
-// newAPI is the collection only newer apiservers serve that the traffic
-// probes, "" while none is known.
-func (t *Traffic) newAPI() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.newAPIPath
+	return nil
 }
 
 // ready says whether the apiserver answers /readyz with ok.
@@ -430,14 +403,14 @@ func (t *Traffic) stream(ctx context.Context, st stream, cfg *rest.Config) {
 			t.add(Record{Time: start, Target: target, Conn: st.conn, Server: server, Verb: "get", Object: "configmaps/" + name,
 				Code: statusCode(err, http.StatusOK), Latency: time.Since(start), Err: errString(err), Probe: "read", AuditID: ids.take()})
 		}
-		if newAPI := t.newAPI(); newAPI != "" {
+		if t.opts.NewAPIPath != "" {
 			start = time.Now()
 			var status int
-			err := cs.Discovery().RESTClient().Get().AbsPath(newAPI).Do(ctx).StatusCode(&status).Error()
+			err := cs.Discovery().RESTClient().Get().AbsPath(t.opts.NewAPIPath).Do(ctx).StatusCode(&status).Error()
 			if status == 0 {
 				status = statusCode(err, http.StatusOK)
 			}
-			t.add(Record{Time: start, Target: target, Conn: st.conn, Server: server, Verb: "list", Object: newAPI,
+			t.add(Record{Time: start, Target: target, Conn: st.conn, Server: server, Verb: "list", Object: t.opts.NewAPIPath,
 				Code: status, Latency: time.Since(start), Err: errString(err), Probe: "new-api", AuditID: ids.take()})
 		}
 	}
@@ -582,7 +555,7 @@ func (t *Traffic) explainNotFound(notFound []Record) ([]NotFound, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to find the false 404s in the audit logs: %w", err)
 	}
-	return ExplainNotFound(notFound, t.newAPI(), events, t.c.APIServerLog), nil
+	return ExplainNotFound(notFound, t.opts.NewAPIPath, events, t.c.APIServerLog), nil
 }
 
 // explain finds each 403 in the audit logs of the apiservers.
@@ -614,7 +587,7 @@ func (t *Traffic) account(stored map[string]bool) Summary {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	capable := func(phase, target string) bool { return t.phaseAdvertised[phase][target] }
-	s := Summary{Requests: len(t.records), Phases: Summarize(t.records, capable), NewAPIProbed: t.newAPIPath != "",
+	s := Summary{Requests: len(t.records), Phases: Summarize(t.records, capable), NewAPIProbed: t.opts.NewAPIPath != "",
 		Backends: Disruption(t.records), Steps: Steps(t.records)}
 	for name := range t.acked {
 		if !stored[name] {
