@@ -132,13 +132,22 @@ func (w *Window) RouteWorks(ctx context.Context, ns string) (time.Duration, erro
 	if err != nil {
 		return 0, err
 	}
+	// What the server last answered is the evidence; a request the wait's
+	// own deadline cut short says nothing of the route.
+	var answered string
 	err = wait.For(ctx, "certify/route-works", fmt.Sprintf("%s to be served through %s", w.Resource.Key(), w.Old[0].Name),
 		func(ctx context.Context) (bool, string, error) {
 			_, err := api.List(ctx, metav1.ListOptions{Limit: 1})
-			if err != nil {
-				return false, err.Error(), nil
+			var st apierrors.APIStatus
+			switch {
+			case err == nil:
+				return true, "", nil
+			case errors.As(err, &st):
+				answered = fmt.Sprintf("%d %s", st.Status().Code, st.Status().Message)
+			case ctx.Err() == nil:
+				answered = err.Error()
 			}
-			return true, "", nil
+			return false, answered, nil
 		})
 	return time.Since(start), err
 }
@@ -152,8 +161,8 @@ var ProxyPromises = []certify.ID{"mvp.route.no-false-forwarding", "mvp.route.loo
 // apiserver, no false forwarding, the loop guard, the rerouted count, the
 // audit trail of the routed requests, identity and RBAC, and the scope.
 // The window and how long the route took to work are the first evidence
-// of mvp.route.verbs. When the route never works, every promise fails
-// with that.
+// of mvp.route.verbs. When the route never works, mvp.route.verbs fails
+// with what the server answered, and the others could not be judged.
 func CheckProxy(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Verdict {
 	const ns = "default"
 	var vs []certify.Verdict
