@@ -105,7 +105,7 @@ is 1 when any promise failed.`,
 	fl.StringVar(&f.to, "to", "", "the next minor's version they upgrade to (required)")
 	fl.StringVar(&f.strategy, "strategy", "both", "surge, in-place or both")
 	fl.StringVar(&f.out, "out", "skewer-results", "directory for results.json, junit.xml, summary.md and report.html")
-	fl.StringSliceVar(&f.only, "only", nil, "judge only these promise IDs (the rest are skipped)")
+	fl.StringSliceVar(&f.only, "only", nil, "judge only these promise IDs (the rest are not selected: not run, not counted)")
 	fl.StringSliceVar(&f.skip, "skip", nil, "leave these promise IDs out")
 	fl.StringArrayVar(&f.gates, "apiserver-feature-gates", nil, "SIDE:GATE=BOOL[,GATE=BOOL] - feature gates of your build's apiservers on one side (from or to) of the pair, e.g. to:UnknownVersionInteroperabilityProxy=false; set on that version's apiservers only, recorded in results.json")
 	fl.StringVar(&f.waivers, "waivers", "", "a file of your own waivers, added to the repository's (clusters/waivers/upstream.yaml)")
@@ -188,11 +188,11 @@ func certifyInput(ctx context.Context, f certifyFlags, progress io.Writer) (cert
 		return certification.Input{}, err
 	}
 	in := certification.Input{
-		FeatureGates: gates,
-		Pair:         pair, Strategies: strategies, Only: ids(f.only), Skip: ids(f.skip), Waivers: ws, Strict: f.strict,
+		Pair: pair, Strategies: strategies, Only: ids(f.only), Skip: ids(f.skip), Waivers: ws, Strict: f.strict,
 		Profile: spec, Name: f.name, Images: images,
 		Budget: certify.Budget{MaxFailed: f.maxFailed / 100, MaxUnavailable: f.maxUnavailable, MaxUnavailableReused: f.maxUnavailableReused},
 		Retain: f.retain, Evidence: filepath.Join(f.out, "evidence"), Out: progress, Verbosity: global.verbosity, Tool: toolInfo(),
+		FeatureGates: gates,
 	}
 	return in, in.Validate()
 }
@@ -221,23 +221,23 @@ func printPlan(w io.Writer, in certification.Input) {
 	plan := certification.Plan(in)
 	for _, s := range in.Strategies {
 		var judged []string
-		skipped := map[string][]string{}
+		notJudged := map[string][]string{}
 		for _, v := range plan[s] {
 			if v.Outcome != certify.Pass {
 				why := string(v.Outcome) + ", " + v.Reason
-				skipped[why] = append(skipped[why], string(v.ID))
+				notJudged[why] = append(notJudged[why], string(v.ID))
 			} else {
 				judged = append(judged, string(v.ID))
 			}
 		}
 		fmt.Fprintf(w, "\n%s run on cluster %s-%s: judges %d promise(s)\n  %s\n", s, in.Name, s, len(judged), strings.Join(judged, "\n  "))
 		var reasons []string
-		for r := range skipped {
+		for r := range notJudged {
 			reasons = append(reasons, r)
 		}
 		sort.Strings(reasons)
 		for _, r := range reasons {
-			fmt.Fprintf(w, "%s:\n  %s\n", r, strings.Join(skipped[r], "\n  "))
+			fmt.Fprintf(w, "%s:\n  %s\n", r, strings.Join(notJudged[r], "\n  "))
 		}
 	}
 }

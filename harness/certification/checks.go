@@ -125,57 +125,40 @@ func CheckRollback(ctx context.Context, c *cluster.Cluster, from version.Version
 func CheckDiscovery(ctx context.Context, c *cluster.Cluster, newer version.Version) (certify.Verdict, []discovery.Resource, time.Duration) {
 	const id = "mvp.discovery.converges"
 	start := time.Now()
-	cps, err := c.ControlPlanes(ctx)
+	all, err := servers(ctx, c)
 	if err != nil {
 		return fail(id, "%v", err), nil, 0
 	}
-	versions, err := rollout.NodeVersions(ctx, c)
+	only, mixed, err := newerOnly(ctx, all, newer)
 	if err != nil {
 		return fail(id, "%v", err), nil, 0
 	}
-	clients := map[string]*kubernetes.Clientset{}
-	newLocal, oldLocal := discovery.Set{}, discovery.Set(nil)
-	for _, n := range cps {
-		cs, err := c.APIServerClient(ctx, n)
-		if err != nil {
-			return fail(id, "%v", err), nil, 0
+	if !mixed {
+		versions := map[string]string{}
+		for _, s := range all {
+			versions[s.Name] = s.Version.String()
 		}
-		clients[n.Name] = cs
-		local, err := discovery.Local(ctx, cs)
-		if err != nil {
-			return fail(id, "local discovery of %s: %v", n.Name, err), nil, 0
-		}
-		if versions[n.Name] == newer {
-			for k, r := range local {
-				newLocal[k] = r
-			}
-		} else if oldLocal == nil {
-			oldLocal = local
-		} else {
-			for k := range oldLocal {
-				if _, ok := local[k]; !ok {
-					delete(oldLocal, k)
-				}
-			}
-		}
-	}
-	if len(newLocal) == 0 || oldLocal == nil {
 		return fail(id, "not a mixed window: control planes %v", versions), nil, 0
 	}
-	only := discovery.OnlyIn(newLocal, oldLocal)
+	clients := map[string]*kubernetes.Clientset{}
+	for _, s := range all {
+		if clients[s.Name], err = s.client(); err != nil {
+			return fail(id, "%v", err), nil, 0
+		}
+	}
 	var lacking []string
 	err = wait.For(ctx, "certify/discovery-converges", "every apiserver's merged discovery to show what only "+newer.String()+" serves",
 		func(ctx context.Context) (bool, string, error) {
 			lacking = nil
-			for _, n := range cps {
-				merged, err := discovery.Merged(ctx, clients[n.Name])
+			for _, s := range all {
+				merged, err := discovery.Merged(ctx, clients[s.Name])
 				if err != nil {
-					lacking = append(lacking, n.Name+": "+err.Error())
+					lacking = append(lacking, s.Name+": "+err.Error())
 					continue
 				}
 				for _, r := range only {
 					if _, ok := merged[r.Key()]; !ok {
-						lacking = append(lacking, n.Name+" lacks "+r.Key())
+						lacking = append(lacking, s.Name+" lacks "+r.Key())
 					}
 				}
 			}

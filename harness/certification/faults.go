@@ -263,6 +263,24 @@ func identityLease(ctx context.Context, c *cluster.Cluster, node string) (string
 	return l.Items[0].Name, nil
 }
 
+// notFoundCauses is the cause of each 404 among as: cause for one
+// answered after at, the moment its evidence was seen (a rebuild logged,
+// a Lease gone), unknown for one before it or with nothing seen.
+func notFoundCauses(as []Attempt, at time.Time, cause string) []string {
+	var out []string
+	for _, a := range as {
+		if a.Code != 404 {
+			continue
+		}
+		if after(a, at) {
+			out = append(out, cause)
+		} else {
+			out = append(out, certify.UnknownCause)
+		}
+	}
+	return out
+}
+
 // after says whether the attempt was answered after at, a moment a log
 // line recorded; never when at is zero (nothing was logged).
 func after(a Attempt, at time.Time) bool {

@@ -55,7 +55,7 @@ func TestJudgeKilled(t *testing.T) {
 		t.Errorf("a 404 answered before the rebuild was logged: causes %v", causes)
 	}
 	early := []Attempt{a(2*time.Second, ms, 404), a(8*time.Second, ms, 404), a(9*time.Second, ms, 503)}
-	if got := strings.Join(notFoundCauses(early, t0.Add(5*time.Second)), ","); got != certify.UnknownCause+","+CausePeerCacheRebuilt {
+	if got := strings.Join(notFoundCauses(early, t0.Add(5*time.Second), CausePeerCacheRebuilt), ","); got != certify.UnknownCause+","+CausePeerCacheRebuilt {
 		t.Errorf("untrusted peer, one 404 before the rebuild and one after: %s", got)
 	}
 }

@@ -712,15 +712,22 @@ func NewerOnly(ctx context.Context, c *cluster.Cluster, newer version.Version) (
 	if err != nil {
 		return nil, err
 	}
+	only, _, err := newerOnly(ctx, all, newer)
+	return only, err
+}
+
+// newerOnly is NewerOnly over the apiservers all, and whether they are
+// in a mixed window at all (some at newer, some not).
+func newerOnly(ctx context.Context, all []Server, newer version.Version) ([]discovery.Resource, bool, error) {
 	newLocal, oldLocal := discovery.Set{}, discovery.Set(nil)
 	for _, s := range all {
 		cs, err := s.client()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		local, err := discovery.Local(ctx, cs)
 		if err != nil {
-			return nil, fmt.Errorf("local discovery of %s: %w", s.Name, err)
+			return nil, false, fmt.Errorf("local discovery of %s: %w", s.Name, err)
 		}
 		switch {
 		case s.Version == newer:
@@ -732,9 +739,9 @@ func NewerOnly(ctx context.Context, c *cluster.Cluster, newer version.Version) (
 		}
 	}
 	if len(newLocal) == 0 || oldLocal == nil {
-		return nil, nil
+		return nil, false, nil
 	}
-	return discovery.OnlyIn(newLocal, oldLocal), nil
+	return discovery.OnlyIn(newLocal, oldLocal), true, nil
 }
 
 // firstRoutable is the path of the first of rs the proxy can route, "" if none.

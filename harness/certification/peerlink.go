@@ -458,16 +458,7 @@ func CheckOnlyPeerGone(ctx context.Context, c *cluster.Cluster, w *Window) certi
 	}
 	if n := codes[404]; n > 0 {
 		bad = append(bad, fmt.Sprintf("%d of %d answered 404, not 503", n, len(as)))
-		for _, a := range as {
-			if a.Code != 404 {
-				continue
-			}
-			if after(a, goneAt) {
-				causes = append(causes, CauseNoCapablePeer)
-			} else {
-				causes = append(causes, certify.UnknownCause)
-			}
-		}
+		causes = append(causes, notFoundCauses(as, goneAt, CauseNoCapablePeer)...)
 	}
 	if len(bad) > 0 {
 		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Causes: causes,

@@ -95,7 +95,7 @@ func CheckUntrustedPeer(ctx context.Context, c *cluster.Cluster, w *Window) cert
 		} else if line != "" {
 			ev = append(ev, fmt.Sprintf("%s rebuilt its peer cache without %s (%s) at %s: %s", old.Name, peer.Name, peerID, at.Format("15:04:05.000"), line))
 		}
-		causes = append(causes, notFoundCauses(as, at)...)
+		causes = append(causes, notFoundCauses(as, at, CausePeerCacheRebuilt)...)
 	}
 	if n := codes[503]; n > 0 && moved503 < float64(n) {
 		bad = append(bad, fmt.Sprintf("%d answers were 503, but %s{code=503} on %s moved by %g (%v)", n, rerouted, old.Name, moved503, orOK(merr)))
@@ -106,22 +106,4 @@ func CheckUntrustedPeer(ctx context.Context, c *cluster.Cluster, w *Window) cert
 			Reason: fmt.Sprintf("with %s serving a certificate the peer CA did not sign, %s: %s", peer.Name, old.Name, strings.Join(bad[:min(3, len(bad))], "; "))}
 	}
 	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
-}
-
-// notFoundCauses is the cause of each 404 among as: CausePeerCacheRebuilt
-// for one answered after the entry logged its peer cache rebuilt without
-// the peer (at), unknown for one before it or with none logged.
-func notFoundCauses(as []Attempt, at time.Time) []string {
-	var out []string
-	for _, a := range as {
-		if a.Code != 404 {
-			continue
-		}
-		if after(a, at) {
-			out = append(out, CausePeerCacheRebuilt)
-		} else {
-			out = append(out, certify.UnknownCause)
-		}
-	}
-	return out
 }

@@ -43,7 +43,12 @@ func setGates(cfg map[string]any, v version.Version, byVersion map[string]map[st
 	args := extraArgs{api}
 	given := byVersion[v.String()]
 	changed := false
-	if managed := slices.ContainsFunc(slices.Collect(maps.Values(byVersion)), func(g map[string]bool) bool { _, ok := g[proxyGate]; return ok }); managed {
+	managed := false // some version names the proxy's gate
+	for _, gates := range byVersion {
+		_, named := gates[proxyGate]
+		managed = managed || named
+	}
+	if managed {
 		ca, had := args.get("peer-ca-file")
 		if on, ok := given[proxyGate]; ok && !on {
 			if had {
