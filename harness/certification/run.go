@@ -69,6 +69,9 @@ type run struct {
 	// the edges kept, in order.
 	scraping bool
 	scrapes  int
+	// fixture is the sidecar checks' fixture image, built in the
+	// background from the cluster's creation on (buildFixture).
+	fixture func() (string, error)
 	// cutShort says, while the transitions run, whether the run was
 	// interrupted: a check that fails after it was cut short, not by
 	// what it judges.
@@ -277,6 +280,9 @@ func (r *run) transitions(ctx context.Context) error {
 		return err
 	}
 	r.readComponents(ctx, "created")
+	if r.strategy == rollout.StrategyInPlace || r.in.surgePlan().sidecars {
+		r.buildFixture(ctx)
+	}
 	r.scraping = true
 	if cs, err := r.c.Client(); err == nil {
 		if r.monitor, err = restarts.Start(ctx, cs); err != nil {
@@ -557,6 +563,12 @@ func (r *run) proxyChecks(ctx context.Context, newer []discovery.Resource, judge
 }
 
 func (r *run) inPlace(ctx context.Context, before *corev1.ConfigMap) error {
+	to := r.in.Pair.To
+	if err := r.phase(ctx, fmt.Sprintf("load the %s images into every node, before the traffic", to), func(ctx context.Context) error {
+		return rollout.StageImages(ctx, r.c, to, r.in.Images)
+	}); err != nil {
+		return err
+	}
 	load, err := r.startTraffic(ctx)
 	if err != nil {
 		return err
@@ -571,7 +583,8 @@ func (r *run) inPlace(ctx context.Context, before *corev1.ConfigMap) error {
 func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Traffic, before *corev1.ConfigMap, sidecars bool) error {
 	to := r.in.Pair.To
 	if err := r.phase(ctx, fmt.Sprintf("roll every control plane to %s (%s) under traffic", to, s), func(ctx context.Context) error {
-		if err := rollout.Roll(ctx, r.c, rollout.RollInput{To: to, Strategy: s, Images: r.in.Images, Runner: r.runner(load)}); err != nil {
+		if err := rollout.Roll(ctx, r.c, rollout.RollInput{To: to, Strategy: s, Images: r.in.Images, Runner: r.runner(load),
+			Staged: s == rollout.StrategyInPlace}); err != nil {
 			return err
 		}
 		r.judge(CheckMembership(ctx, r.c, "the rollout"))
@@ -625,11 +638,10 @@ func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Tra
 		return nil
 	}
 	return r.phase(ctx, "native sidecars on kubelets of both versions", func(ctx context.Context) error {
-		b := r.in.Images.Builder
-		if b == nil {
-			b = &nodeimage.Builder{Out: r.out}
+		if r.fixture == nil {
+			r.buildFixture(ctx)
 		}
-		image, err := b.FixtureImage(ctx)
+		image, err := r.fixture()
 		if err != nil {
 			return err
 		}
@@ -652,6 +664,28 @@ func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Tra
 		}
 		return nil
 	})
+}
+
+// buildFixture starts building the sidecar checks' fixture image: built
+// cold (a Go build of the fixtures and of an old client-go, minutes on
+// two cores) it overlaps the phases before the sidecars, which wait on
+// timeouts and restarts more than on the CPU, instead of adding to them.
+func (r *run) buildFixture(ctx context.Context) {
+	b := r.in.Images.Builder
+	if b == nil {
+		b = &nodeimage.Builder{Out: r.out}
+	}
+	done := make(chan struct{})
+	var image string
+	var err error
+	go func() {
+		defer close(done)
+		image, err = b.FixtureImage(ctx)
+	}()
+	r.fixture = func() (string, error) {
+		<-done
+		return image, err
+	}
 }
 
 func (r *run) startTraffic(ctx context.Context) (*traffic.Traffic, error) {

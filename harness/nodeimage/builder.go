@@ -30,7 +30,7 @@ type Builder struct {
 	// by the same Builder reuses what the first built, as in real use.
 	Force bool
 
-	mu     sync.Mutex // serialises progress lines, guards forced
+	mu     sync.Mutex // serialises progress lines, guards forced and CacheDir's default
 	forced map[string]bool
 }
 
@@ -50,10 +50,13 @@ func (b *Builder) fresh(id string) bool {
 }
 
 func (b *Builder) cacheDir(parts ...string) string {
+	b.mu.Lock() // a run builds its fixtures while a rollout resolves images
 	if b.CacheDir == "" {
 		b.CacheDir = source.CacheDir()
 	}
-	return filepath.Join(append([]string{b.CacheDir}, parts...)...)
+	dir := b.CacheDir
+	b.mu.Unlock()
+	return filepath.Join(append([]string{dir}, parts...)...)
 }
 
 func (b *Builder) out() io.Writer {

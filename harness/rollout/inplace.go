@@ -21,6 +21,8 @@ type inPlaceInput struct {
 	PauseAfter int
 	// Artifacts are To's binaries and image tars (nodeimage.Builder.Artifacts).
 	Artifacts *nodeimage.Artifacts
+	// Staged says To's images are in every node already (StageImages).
+	Staged bool
 }
 
 // Validate refuses input that cannot describe an in-place rollout.
@@ -55,9 +57,12 @@ func inPlace(ctx context.Context, c *cluster.Cluster, in inPlaceInput) ([]Action
 	if in.PauseAfter > 0 && in.PauseAfter < len(old) {
 		old = old[:in.PauseAfter]
 	}
-	actions := []Action{Do("load the "+target.String()+" images into every node", func(ctx context.Context, c *cluster.Cluster) error {
-		return c.LoadImageTars(ctx, in.Artifacts.ImageTars...)
-	})}
+	var actions []Action
+	if !in.Staged {
+		actions = append(actions, Do("load the "+target.String()+" images into every node", func(ctx context.Context, c *cluster.Cluster) error {
+			return c.LoadImageTars(ctx, in.Artifacts.ImageTars...)
+		}))
+	}
 	for _, name := range old {
 		// kubeadm's preflight refuses a cgroup v1 host outright; kind skips it too.
 		upgrade := []string{"kubeadm", "upgrade", "node", "--ignore-preflight-errors=all", "--v=2"}

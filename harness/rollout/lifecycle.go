@@ -44,6 +44,9 @@ type RollInput struct {
 	Images *nodeimage.Resolver
 	// Runner runs the steps (default: one that prints nothing).
 	Runner *Runner
+	// Staged says To's images were loaded into every node before the
+	// rollout (StageImages): an in-place rollout does not load them again.
+	Staged bool
 }
 
 // Validate refuses input that cannot describe a rollout.
@@ -120,7 +123,19 @@ func planInPlace(ctx context.Context, c *cluster.Cluster, in RollInput, images *
 	if err != nil {
 		return nil, err
 	}
-	return inPlace(ctx, c, inPlaceInput{To: in.To, PauseAfter: in.PauseAfter, Artifacts: art})
+	return inPlace(ctx, c, inPlaceInput{To: in.To, PauseAfter: in.PauseAfter, Artifacts: art, Staged: in.Staged})
+}
+
+// StageImages loads to's component images into every node ahead of an
+// in-place rollout (then given Staged), as an operator pre-pulls them
+// before `kubeadm upgrade`: copying them is not the upgrade, and done
+// under a rollout's traffic it took three times as long.
+func StageImages(ctx context.Context, c *cluster.Cluster, to version.Version, images *nodeimage.Resolver) error {
+	art, err := resolverOr(images, nil).Artifacts(ctx, to)
+	if err != nil {
+		return err
+	}
+	return c.LoadImageTars(ctx, art.ImageTars...)
 }
 
 // RollbackInput says where a rollback returns.
