@@ -3,7 +3,9 @@ package certify
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
+	"strings"
 )
 
 // ID names a promise for good: reports, waivers and users' CI refer to it,
@@ -94,6 +96,23 @@ var catalogue = []Promise{
 func Catalogue() []Promise {
 	out := append([]Promise(nil), catalogue...)
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Area is the first part of the ID: rollout, mvp, sidecar, cluster.
+func (id ID) Area() string {
+	a, _, _ := strings.Cut(string(id), ".")
+	return a
+}
+
+// Areas are the catalogue's areas, in the order they first appear.
+func Areas() []string {
+	var out []string
+	for _, p := range catalogue {
+		if a := p.ID.Area(); !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
 	return out
 }
 

@@ -18,13 +18,16 @@ func (r *Results) JUnit(w io.Writer) error {
 	suites := junit.Testsuites{Name: fmt.Sprintf("skewer certify %s -> %s", r.From, r.To)}
 	for i, run := range r.Runs {
 		s := junit.Testsuite{
-			Name: fmt.Sprintf("%s -> %s (%s)", r.From, r.To, run.Strategy),
+			Name: fmt.Sprintf("%s -> %s (%s)", r.From, r.To, run.Label()),
 			ID:   i,
 			Time: seconds(r.Finished.Sub(r.Started).Seconds()),
 		}
 		s.SetTimestamp(r.Started)
 		s.AddProperty("cluster", run.Cluster)
 		s.AddProperty("strategy", run.Strategy)
+		if run.Shard != "" {
+			s.AddProperty("shard", run.Shard)
+		}
 		s.AddProperty("outcome", string(r.Outcome))
 		s.AddProperty("coverage", r.Coverage.String())
 		s.AddProperty("strict", fmt.Sprint(r.Strict))

@@ -128,7 +128,12 @@ type Tool struct {
 
 // Run is the pair taken through one strategy on one cluster.
 type Run struct {
-	Strategy string   `json:"strategy"`
+	Strategy string `json:"strategy"`
+	// Shard is the areas of the catalogue the run judged when the
+	// certification was split (certify --shard mvp,...): the rest are
+	// not-selected here, judged by another shard's run. Empty for a
+	// certification run whole.
+	Shard    string   `json:"shard,omitempty"`
 	Cluster  string   `json:"cluster"`
 	Phases   []Phase  `json:"phases"`
 	Promises []Result `json:"promises"`
@@ -143,6 +148,15 @@ type Run struct {
 	// Events are what the run's monitor saw happen (a restart, a node not
 	// Ready, an eviction), each meant by the phase under way or not.
 	Events []Event `json:"events,omitempty"`
+}
+
+// Label names the run in a report: its strategy, and its shard when the
+// certification was split.
+func (r Run) Label() string {
+	if r.Shard == "" {
+		return r.Strategy
+	}
+	return r.Strategy + ", shard " + r.Shard
 }
 
 // Event is one instant on a run's timeline.
@@ -376,10 +390,32 @@ func (r *Results) Counts() map[certify.Outcome]int {
 	out := map[certify.Outcome]int{}
 	for _, run := range r.Runs {
 		for _, p := range run.Promises {
-			out[p.Outcome]++
+			if !r.elsewhere(run, p.Verdict) {
+				out[p.Outcome]++
+			}
 		}
 	}
 	return out
+}
+
+// elsewhere says v is a promise this run did not select that another run
+// of the same strategy did: a shard's leaving it to the shard that judges
+// it, not a promise left out of the certification.
+func (r *Results) elsewhere(run Run, v certify.Verdict) bool {
+	if v.Outcome != certify.NotSelected {
+		return false
+	}
+	for _, other := range r.Runs {
+		if other.Strategy != run.Strategy || other.Shard == run.Shard {
+			continue
+		}
+		for _, p := range other.Promises {
+			if p.ID == v.ID && p.Outcome != certify.NotSelected {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Files are the names Write writes in its directory.
@@ -470,7 +506,4 @@ func writeAtomic(path string, b []byte) error {
 }
 
 // area is the first part of a promise ID: rollout, mvp, sidecar, cluster.
-func area(id certify.ID) string {
-	a, _, _ := strings.Cut(string(id), ".")
-	return a
-}
+func area(id certify.ID) string { return id.Area() }

@@ -33,10 +33,10 @@ func (r *Results) Summary() string {
 		var lines []string
 		for _, run := range r.Runs {
 			for _, p := range run.Promises {
-				if p.Outcome != o {
+				if p.Outcome != o || r.elsewhere(run, p.Verdict) {
 					continue
 				}
-				line := fmt.Sprintf("- **%s** (%s): %s", p.ID, run.Strategy, cell(p.Reason))
+				line := fmt.Sprintf("- **%s** (%s): %s", p.ID, run.Label(), cell(p.Reason))
 				if p.Reference != "" {
 					line += " [upstream](" + p.Reference + ")"
 				}
@@ -51,19 +51,27 @@ func (r *Results) Summary() string {
 		}
 	}
 	for _, run := range r.Runs {
-		fmt.Fprintf(&b, "\n## %s on %s\n\n| promise | outcome | statement |\n|---|---|---|\n", run.Strategy, run.Cluster)
+		fmt.Fprintf(&b, "\n## %s on %s\n\n| promise | outcome | statement |\n|---|---|---|\n", run.Label(), run.Cluster)
+		others := 0
 		for _, p := range run.Promises {
+			if r.elsewhere(run, p.Verdict) {
+				others++
+				continue
+			}
 			fmt.Fprintf(&b, "| `%s` | %s | %s |\n", p.ID, p.Outcome, cell(p.Statement))
 		}
+		if others > 0 {
+			fmt.Fprintf(&b, "\n%d more promises are another shard's to judge.\n", others)
+		}
 		if len(run.Disruption) > 0 {
-			fmt.Fprintf(&b, "\n### Disruption (%s)\n\n| backend | connections | requests | failed | longest unavailable | p50 | p99 | codes |\n|---|---|---|---|---|---|---|---|\n", run.Strategy)
+			fmt.Fprintf(&b, "\n### Disruption (%s)\n\n| backend | connections | requests | failed | longest unavailable | p50 | p99 | codes |\n|---|---|---|---|---|---|---|---|\n", run.Label())
 			for _, d := range run.Disruption {
 				fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s | %s | %s |\n", d.Target, d.Connections(), d.Requests, d.Failed,
 					d.Unavailable.Round(10*time.Millisecond), d.P50.Round(100*time.Microsecond), d.P99.Round(100*time.Microsecond), codes(d.Codes))
 			}
 		}
 		if len(run.Steps) > 0 {
-			fmt.Fprintf(&b, "\n### Through the load balancer, step by step (%s)\n\n| step | connections | requests | failed | p50 | p99 |\n|---|---|---|---|---|---|\n", run.Strategy)
+			fmt.Fprintf(&b, "\n### Through the load balancer, step by step (%s)\n\n| step | connections | requests | failed | p50 | p99 |\n|---|---|---|---|---|---|\n", run.Label())
 			for _, st := range run.Steps {
 				fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s |\n", cell(st.Phase), st.Conn, st.Requests, st.Failed,
 					st.P50.Round(100*time.Microsecond), st.P99.Round(100*time.Microsecond))
@@ -162,7 +170,7 @@ func (r *Results) countLine() string {
 func strategies(r *Results) string {
 	var s []string
 	for _, run := range r.Runs {
-		s = append(s, run.Strategy)
+		s = append(s, run.Label())
 	}
 	return strings.Join(s, " and ")
 }
