@@ -13,6 +13,9 @@ FROM ?= v1.35.4
 TO ?= v1.36.3
 STRATEGY ?= both
 STRICT ?= false
+# SHARD, when set, is the areas this machine judges of a certification
+# split across several (certify --shard; skewer report merge joins them).
+SHARD ?=
 OUT ?= $(ARTIFACTS)/certify
 # Root runs apt itself; anyone else (a hosted CI runner) through sudo.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -110,7 +113,7 @@ suites: images
 # Certify one version pair (the certification workflow's step): verdicts,
 # junit.xml, summary.md and report.html in $(OUT).
 certify: deps docker build
-	./bin/skewer certify --from $(FROM) --to $(TO) --strategy $(STRATEGY) --strict=$(STRICT) --out $(OUT)
+	./bin/skewer certify --from $(FROM) --to $(TO) --strategy $(STRATEGY) --strict=$(STRICT) --out $(OUT) $(if $(SHARD),--shard $(SHARD))
 
 bench: images
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 150m ./bench/...

@@ -25,7 +25,7 @@ import (
 
 type certifyFlags struct {
 	from, to, strategy, out, waivers, name, profile string
-	only, skip, gates                               []string
+	only, skip, gates, shard                        []string
 	images                                          givenFlags
 	maxFailed                                       float64
 	maxUnavailable, maxUnavailableReused            time.Duration
@@ -61,6 +61,7 @@ is 1 when any promise failed.`,
 		Example: `  skewer certify --from v1.35.4 --to v1.36.3
   skewer certify --from v1.36.3 --to v1.37.2 --strategy surge --out results/
   skewer certify --from v1.35.4 --kubernetes to=./kubernetes-server-linux-amd64.tar.gz --strategy in-place
+  skewer certify --from v1.35.4 --to v1.36.3 --strategy surge --shard sidecar --out shard-sidecar/
   skewer certify --from v1.35.4 --to v1.36.3 --dry-run
   skewer certify --list`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -107,6 +108,7 @@ is 1 when any promise failed.`,
 	fl.StringVar(&f.out, "out", "skewer-results", "directory for results.json, junit.xml, summary.md and report.html")
 	fl.StringSliceVar(&f.only, "only", nil, "judge only these promise IDs (the rest are not selected: not run, not counted)")
 	fl.StringSliceVar(&f.skip, "skip", nil, "leave these promise IDs out")
+	fl.StringSliceVar(&f.shard, "shard", nil, "judge only these areas of the catalogue (mvp, rollout, sidecar), and the cluster's own promises, running only the phases they need: one shard of a certification split across machines, joined by skewer report merge into one certification")
 	fl.StringArrayVar(&f.gates, "apiserver-feature-gates", nil, "SIDE:GATE=BOOL[,GATE=BOOL] - feature gates of your build's apiservers on one side (from or to) of the pair, e.g. to:UnknownVersionInteroperabilityProxy=false; set on that version's apiservers only, recorded in results.json")
 	fl.StringVar(&f.waivers, "waivers", "", "a file of your own waivers, added to the repository's (clusters/waivers/upstream.yaml)")
 	fl.BoolVar(&f.strict, "strict", false, "refuse every waiver: documented upstream behaviour fails its promise too")
@@ -188,7 +190,7 @@ func certifyInput(ctx context.Context, f certifyFlags, progress io.Writer) (cert
 		return certification.Input{}, err
 	}
 	in := certification.Input{
-		Pair: pair, Strategies: strategies, Only: ids(f.only), Skip: ids(f.skip), Waivers: ws, Strict: f.strict,
+		Pair: pair, Strategies: strategies, Only: ids(f.only), Skip: ids(f.skip), Shard: f.shard, Waivers: ws, Strict: f.strict,
 		Profile: spec, Name: f.name, Images: images,
 		Budget: certify.Budget{MaxFailed: f.maxFailed / 100, MaxUnavailable: f.maxUnavailable, MaxUnavailableReused: f.maxUnavailableReused},
 		Retain: f.retain, Evidence: filepath.Join(f.out, "evidence"), Out: progress, Verbosity: global.verbosity, Tool: toolInfo(),

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -42,5 +43,55 @@ but the results. The exit status is 1 when a promise failed, as certify's.`,
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "where to write the files (default: DIR)")
+	cmd.AddCommand(mergeCommand())
+	return cmd
+}
+
+func mergeCommand() *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "merge DIR... --out DIR",
+		Short: "Join the results of a certification's shards (certify --shard) into one",
+		Long: `merge reads DIR/results.json of each shard of one certification - the same pair, skewer build,
+node images, budget and strictness, split across machines with certify --shard - and writes the
+whole certification's results.json, junit.xml, summary.md and report.html in --out: every shard's
+runs, the coverage and the outcome counted over all of them. A promise no shard judged stays
+unjudged and the coverage says so; a shard cut short makes the whole incomplete. Results that are
+not shards of one certification are refused and nothing is written. The exit status is 1 when a
+promise failed, as certify's.`,
+		Example: `  skewer report merge shard-mvp shard-rollout shard-sidecar --out results`,
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				return badInput(errors.New("--out: where to write the merged results is required"))
+			}
+			var shards []*report.Results
+			for _, dir := range args {
+				res, err := report.Load(filepath.Join(dir, report.ResultsFile))
+				if err != nil {
+					return badInput(err)
+				}
+				shards = append(shards, res)
+			}
+			res, err := report.Merge(shards...)
+			if err != nil {
+				return badInput(err)
+			}
+			if err := writableDir(out); err != nil {
+				return badInput(fmt.Errorf("--out: %w", err))
+			}
+			if err := res.Write(out); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "%d shard(s) merged in %s (results.json, junit.xml, summary.md, report.html)\n", len(args), out)
+			fmt.Fprintln(cmd.OutOrStdout(), res.Headline())
+			if res.Outcome != certify.Pass {
+				c := res.Counts()
+				return fmt.Errorf("certification of %s -> %s: %s, %d promise(s) failed, %d could not be judged", res.From, res.To, res.Outcome, c[certify.Fail], c[certify.Error])
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "where to write the merged results (required)")
 	return cmd
 }

@@ -68,3 +68,65 @@ func TestReportRendersFromResultsAlone(t *testing.T) {
 		t.Errorf("%d file(s) written from a broken results.json", len(left))
 	}
 }
+
+// `skewer report merge` joins the shards of one certification into its
+// results, exits as certify would have, and refuses what is not shards
+// of one certification, writing nothing.
+func TestReportMergeJoinsShards(t *testing.T) {
+	pair, err := certify.ParsePair("v1.35.4", "v1.36.3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	shard := func(areas string, fail certify.ID) string {
+		res := report.New(pair, toolInfo(), t0)
+		run := report.Run{Strategy: "surge", Shard: areas, Cluster: "skewer-certify-surge",
+			Phases: []report.Phase{{Name: "create the cluster", Start: t0, End: t0.Add(2 * time.Minute)}}}
+		for _, p := range certify.Catalogue() {
+			v := certify.Verdict{ID: p.ID, Outcome: certify.Pass}
+			if a := p.ID.Area(); a != "cluster" && !strings.Contains(areas, a) {
+				v = certify.Verdict{ID: p.ID, Outcome: certify.NotSelected, Reason: "another shard's"}
+			} else if p.ID == fail {
+				v = certify.Verdict{ID: p.ID, Outcome: certify.Fail, Reason: "1 acknowledged write missing"}
+			}
+			run.Promises = append(run.Promises, report.Result{Verdict: v})
+		}
+		res.Runs = append(res.Runs, run)
+		if err := res.Finish(t0.Add(15 * time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		if err := res.Write(dir); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	mvp, rest := shard("mvp", ""), shard("rollout,sidecar", "")
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	if code := Run(context.Background(), []string{"report", "merge", mvp, rest, "--out", out}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d; stderr %q", code, stderr.String())
+	}
+	if got := strings.TrimSpace(stdout.String()); got != "skewer certify v1.35.4 -> v1.36.3: PASS, judged 58 of 58 promises" {
+		t.Errorf("headline %q", got)
+	}
+	merged, err := report.Load(filepath.Join(out, report.ResultsFile))
+	if err != nil || len(merged.Runs) != 2 {
+		t.Fatalf("merged results: %v", err)
+	}
+
+	failed := shard("rollout,sidecar", "rollout.no-lost-writes")
+	stdout.Reset()
+	if code := Run(context.Background(), []string{"report", "merge", mvp, failed, "--out", t.TempDir()}, &stdout, &stderr); code != exitFailed {
+		t.Errorf("a shard failed a promise: exit %d, want %d", code, exitFailed)
+	}
+
+	empty := t.TempDir()
+	stderr.Reset()
+	if code := Run(context.Background(), []string{"report", "merge", mvp, mvp, "--out", empty}, &stdout, &stderr); code != exitBadInput || !strings.Contains(stderr.String(), "both hold the surge, shard mvp run") {
+		t.Errorf("a shard given twice: exit %d, %q", code, stderr.String())
+	}
+	if left, _ := os.ReadDir(empty); len(left) != 0 {
+		t.Errorf("%d file(s) written for shards that do not merge", len(left))
+	}
+}

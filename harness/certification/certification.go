@@ -41,7 +41,14 @@ type Input struct {
 	// Only, when set, are the promises to judge; Skip are left out. The
 	// rest are not selected: not run, not counted.
 	Only, Skip []certify.ID
-	Waivers    certify.Waivers
+	// Shard, when set, is the areas of the catalogue this machine judges
+	// of a certification split across several (--shard mvp): the
+	// promises of the other areas are not selected here, and the phases
+	// only they need do not run. The cluster's own promises (restarts,
+	// nodes Ready) are judged by every shard of its own run. skewer
+	// report merge joins the shards' results.
+	Shard   []string
+	Waivers certify.Waivers
 	// Strict refuses every waiver.
 	Strict bool
 	// Profile is the cluster every run starts from (its version is set to
@@ -92,6 +99,15 @@ func (in Input) Validate() error {
 			errs = append(errs, fmt.Errorf("%q is not a promise of the catalogue (skewer certify --list shows them)", id))
 		}
 	}
+	if len(in.Shard) > 0 && len(in.Only) > 0 {
+		errs = append(errs, errors.New("--shard and --only both choose the promises to judge: give one"))
+	}
+	areas := certify.Areas()
+	for _, a := range in.Shard {
+		if !slices.Contains(areas, a) {
+			errs = append(errs, fmt.Errorf("shard %q is not an area of the catalogue (want some of %v)", a, areas))
+		}
+	}
 	if err := in.Budget.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("budget: %w", err))
 	}
@@ -113,6 +129,9 @@ func (in Input) selected(id certify.ID) (bool, string) {
 	}
 	if len(in.Only) > 0 && !slices.Contains(in.Only, id) {
 		return false, "not among --only"
+	}
+	if a := id.Area(); len(in.Shard) > 0 && a != "cluster" && !slices.Contains(in.Shard, a) {
+		return false, fmt.Sprintf("another shard's: this one judges %v", in.Shard)
 	}
 	return true, ""
 }

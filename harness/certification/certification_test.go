@@ -227,8 +227,8 @@ func TestPromisesDoc(t *testing.T) {
 
 // The surge run does only what the selected promises need: everything
 // when all are selected; the mixed window alone for the proxy's routing;
-// the window, the rollback and through for a rollback promise; no window
-// for the sidecars.
+// the window and the rollback for a rollback promise; no window and no
+// traffic for the sidecars.
 func TestSurgePlan(t *testing.T) {
 	in := input(t)
 	all := in.surgePlan()
@@ -242,16 +242,35 @@ func TestSurgePlan(t *testing.T) {
 		{[]certify.ID{"mvp.route.verbs", "mvp.audit.complete"}, surgePlan{window: true, proxy: true}},
 		{[]certify.ID{"mvp.fault.black-hole"}, surgePlan{window: true, faults: true}},
 		{[]certify.ID{"mvp.route.runtime-config"}, surgePlan{window: true, variant: true}},
-		{[]certify.ID{"rollout.rollback"}, surgePlan{window: true, traffic: true, rollback: true}},
-		{[]certify.ID{"mvp.fault.peer-stopped"}, surgePlan{window: true, traffic: true, rollback: true, windowTwo: true}},
-		{[]certify.ID{"mvp.fault.peer-killed"}, surgePlan{window: true, faults: true, traffic: true, rollback: true, windowTwo: true}},
-		{[]certify.ID{"sidecar.start.order"}, surgePlan{traffic: true, through: true, sidecars: true}},
-		{[]certify.ID{"mvp.route.verbs", "rollout.versions"}, surgePlan{window: true, proxy: true, traffic: true, rollback: true, through: true}},
+		{[]certify.ID{"rollout.rollback"}, surgePlan{window: true, rollback: true}},
+		{[]certify.ID{"mvp.fault.peer-stopped"}, surgePlan{window: true, rollback: true, windowTwo: true}},
+		{[]certify.ID{"mvp.fault.peer-killed"}, surgePlan{window: true, faults: true, rollback: true, windowTwo: true}},
+		{[]certify.ID{"sidecar.start.order"}, surgePlan{through: true, sidecars: true}},
+		{[]certify.ID{"mvp.route.verbs", "rollout.versions"}, surgePlan{window: true, proxy: true, rollback: true, through: true}},
+		{[]certify.ID{"rollout.no-lost-writes"}, surgePlan{traffic: true, through: true}},
 		{[]certify.ID{"rollout.refuses-bad-input"}, surgePlan{refused: true}},
 	} {
 		in.Only = tc.only
 		if got := in.surgePlan(); got != tc.want {
 			t.Errorf("--only %v: %+v, want %+v", tc.only, got, tc.want)
+		}
+	}
+	// The shards of a certification split across machines: each runs what
+	// its areas need, and the traffic, where judged, crosses every
+	// transition the run in one piece makes.
+	in.Only = nil
+	for _, tc := range []struct {
+		shard []string
+		want  surgePlan
+	}{
+		{[]string{"mvp"}, surgePlan{window: true, proxy: true, faults: true, variant: true, rollback: true, windowTwo: true}},
+		{[]string{"rollout"}, surgePlan{refused: true, interrupted: true, window: true, traffic: true, rollback: true, windowTwo: true, through: true}},
+		{[]string{"sidecar"}, surgePlan{through: true, sidecars: true}},
+		{[]string{"mvp", "rollout", "sidecar"}, all},
+	} {
+		in.Shard = tc.shard
+		if got := in.surgePlan(); got != tc.want {
+			t.Errorf("--shard %v: %+v, want %+v", tc.shard, got, tc.want)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -320,17 +321,20 @@ var (
 	windowTwoIDs     = []certify.ID{"mvp.fault.peer-stopped", "mvp.fault.peer-killed", "mvp.metrics.peer-proxy-errors"}
 )
 
-func (in Input) surgePlan() surgePlan {
-	wants := func(groups ...[]certify.ID) bool {
-		for _, g := range groups {
-			for _, id := range g {
-				if ok, _ := in.selected(id); ok {
-					return true
-				}
+// wants says whether any promise of the groups is selected.
+func (in Input) wants(groups ...[]certify.ID) bool {
+	for _, g := range groups {
+		for _, id := range g {
+			if ok, _ := in.selected(id); ok {
+				return true
 			}
 		}
-		return false
 	}
+	return false
+}
+
+func (in Input) surgePlan() surgePlan {
+	wants := in.wants
 	p := surgePlan{
 		refused:     wants([]certify.ID{"rollout.refuses-bad-input"}),
 		interrupted: wants([]certify.ID{"rollout.interrupted-recovers"}),
@@ -342,9 +346,13 @@ func (in Input) surgePlan() surgePlan {
 	}
 	p.through = wants(trafficPromises, throughPromises) || p.sidecars
 	p.window = wants(rollbackPromises, []certify.ID{"mvp.discovery.converges"}) || p.proxy || p.faults || p.variant || p.windowTwo
+	// The traffic runs when its verdicts are wanted, and then across
+	// every transition of a whole run's: a shard that judges it proves no
+	// less of it than the run in one piece.
+	p.traffic = wants(trafficPromises)
+	p.windowTwo = p.windowTwo || (p.traffic && p.window)
 	// Through starts from all-old: after the window, a rollback first.
 	p.rollback = wants(rollbackPromises) || p.windowTwo || (p.window && p.through)
-	p.traffic = p.rollback || p.through
 	return p
 }
 
@@ -370,7 +378,7 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 	}
 	if !plan.window {
 		// Nothing selected needs the mixed window: from all-old, through.
-		return r.surgeThrough(ctx, plan, nil, before)
+		return r.surgeThrough(ctx, plan, before)
 	}
 	if err := r.phase(ctx, fmt.Sprintf("the mixed window: one control plane at %s", to), func(ctx context.Context) error {
 		if err := rollout.Roll(ctx, r.c, rollout.RollInput{To: to, Strategy: rollout.StrategySurge, PauseAfter: 1, Images: r.in.Images, Runner: r.runner(nil)}); err != nil {
@@ -436,26 +444,19 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 			return err
 		}
 	}
-	if !plan.traffic {
-		return nil // what was selected is judged; the cluster goes as it is
-	}
-	load, err := r.startTraffic(ctx)
-	if err != nil {
-		return err
-	}
-	defer load.Delete(context.WithoutCancel(ctx))
-	return r.surgeThrough(ctx, plan, load, before)
+	return r.surgeThrough(ctx, plan, before)
 }
 
 // surgeThrough is the surge run from the mixed window on, under the
 // traffic (started here when none is given): back to all-old, forward to
 // two of three, then through - each part as the plan needs it.
-func (r *run) surgeThrough(ctx context.Context, plan surgePlan, load *traffic.Traffic, before *corev1.ConfigMap) error {
+func (r *run) surgeThrough(ctx context.Context, plan surgePlan, before *corev1.ConfigMap) error {
 	from, to := r.in.Pair.From, r.in.Pair.To
 	if !plan.through && !(plan.window && plan.rollback) {
-		return nil
+		return nil // what was selected is judged; the cluster goes as it is
 	}
-	if load == nil {
+	var load *traffic.Traffic
+	if plan.traffic {
 		var err error
 		if load, err = r.startTraffic(ctx); err != nil {
 			return err
@@ -569,11 +570,14 @@ func (r *run) inPlace(ctx context.Context, before *corev1.ConfigMap) error {
 	}); err != nil {
 		return err
 	}
-	load, err := r.startTraffic(ctx)
-	if err != nil {
-		return err
+	var load *traffic.Traffic
+	if r.in.wants(trafficPromises) {
+		var err error
+		if load, err = r.startTraffic(ctx); err != nil {
+			return err
+		}
+		defer load.Delete(context.WithoutCancel(ctx))
 	}
-	defer load.Delete(context.WithoutCancel(ctx))
 	return r.through(ctx, rollout.StrategyInPlace, load, before, true)
 }
 
@@ -599,7 +603,9 @@ func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Tra
 	}); err != nil {
 		return err
 	}
-	if err := r.phase(ctx, "judge the traffic", func(ctx context.Context) error {
+	if load == nil {
+		// No verdict of the traffic selected (a shard's run): none ran.
+	} else if err := r.phase(ctx, "judge the traffic", func(ctx context.Context) error {
 		sum, err := load.Stop(ctx)
 		if err != nil {
 			return err
@@ -725,7 +731,7 @@ func (r *run) runner(load *traffic.Traffic) *rollout.Runner {
 }
 
 func (r *run) result() report.Run {
-	out := report.Run{Strategy: string(r.strategy), Cluster: r.in.Name + "-" + string(r.strategy), Phases: r.phases, Disruption: r.disruption, Steps: r.steps, Components: r.components,
+	out := report.Run{Strategy: string(r.strategy), Shard: strings.Join(r.in.Shard, ","), Cluster: r.in.Name + "-" + string(r.strategy), Phases: r.phases, Disruption: r.disruption, Steps: r.steps, Components: r.components,
 		Events: r.events}
 	for id, v := range r.verdicts {
 		out.Promises = append(out.Promises, report.Result{Verdict: v, Measured: r.measured[id]})
