@@ -101,6 +101,28 @@ var canFail = []struct {
 		before := parseMetrics(t, "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds 100\n")
 		return peerProxyErrorsMoved(Server{Name: "cp1", Version: version.MustParse("v1.36.3")}, before, before, nil)
 	}},
+	{"mvp.fault.peer-killed", "with the only capable peer killed, a false 404 before any rebuild was logged", func(t *testing.T) certify.Verdict {
+		v, _ := killedVerdict("cp1", "cp4", []Attempt{attempt(0, 5*time.Millisecond, 503), attempt(time.Second, 3*time.Millisecond, 404)}, true, time.Time{}, nil)
+		return v
+	}},
+	{"mvp.fault.peer-stopped", "with a capable peer stopped and another serving, a false 404 and a hang", func(t *testing.T) certify.Verdict {
+		return stoppedVerdict("cp4", []string{"cp5"}, []Attempt{attempt(0, 5*time.Millisecond, 200), attempt(time.Second, 3*time.Millisecond, 404),
+			attempt(2*time.Second, 12*time.Second, 200)}, []string{"cp5", "cp5"}, nil)
+	}},
+	{"mvp.fault.black-hole", "under the black hole a list answered 404 and a create hung past the bound", func(t *testing.T) certify.Verdict {
+		return holeVerdict("black hole cp1 -> cp4", "example.skewer.io/v1/widgets", "cp1", 65*time.Second,
+			map[string]Attempt{"list": attempt(0, 5*time.Millisecond, 404), "create": attempt(0, 70*time.Second, 504)})
+	}},
+	{"mvp.fault.slow-link", "past the TLS handshake timeout a list was served late, not an explicit 503", func(t *testing.T) certify.Verdict {
+		below := []Attempt{attempt(0, 310*time.Millisecond, 200), attempt(time.Second, 305*time.Millisecond, 200)}
+		return slowVerdict("cp1", slowSeen{below: below, belowFault: "slow link +100ms", above: attempt(0, 24*time.Second, 200), aboveFault: "slow link +6s"})
+	}},
+	{"mvp.fault.no-duplicate-write", "a create given up by its client made two objects", func(t *testing.T) certify.Verdict {
+		return dupVerdict(countedWrite("the create under the black hole", 1, "cp4", 3*time.Second), countedWrite("the create given up at +3 s each way", 2, "cp4", 8*time.Second))
+	}},
+	{"mvp.fault.only-peer-gone", "with the only capable peer stopped, 404s while its identity Lease was never seen gone", func(t *testing.T) certify.Verdict {
+		return onlyGoneVerdict("cp1", "cp4", []Attempt{attempt(0, 5*time.Millisecond, 503), attempt(time.Second, 3*time.Millisecond, 404)}, 35*time.Second, time.Time{}, nil)
+	}},
 }
 
 // TestEveryPromiseCanFail feeds each promise's check the evidence of its
@@ -188,4 +210,11 @@ func parseMetrics(t *testing.T, text string) metrics.Snapshot {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// attempt is a request made at since the probing began, answered with
+// code after took.
+func attempt(at, took time.Duration, code int) Attempt {
+	t0 := time.Date(2026, 12, 4, 6, 0, 0, 0, time.UTC)
+	return Attempt{At: at, Sent: t0.Add(at), Took: took, Code: code}
 }
