@@ -1,6 +1,9 @@
 package certification
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,17 +12,22 @@ import (
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"github.com/skewer-k8s/skewer/harness/audit"
 	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/discovery"
 	"github.com/skewer-k8s/skewer/harness/metrics"
 	"github.com/skewer-k8s/skewer/harness/report"
 	"github.com/skewer-k8s/skewer/harness/restarts"
+	"github.com/skewer-k8s/skewer/harness/rollout"
 	"github.com/skewer-k8s/skewer/harness/traffic"
 	"github.com/skewer-k8s/skewer/harness/version"
+	"github.com/skewer-k8s/skewer/harness/wait"
 	"github.com/skewer-k8s/skewer/internal/source"
 )
 
@@ -123,6 +131,120 @@ var canFail = []struct {
 	{"mvp.fault.only-peer-gone", "with the only capable peer stopped, 404s while its identity Lease was never seen gone", func(t *testing.T) certify.Verdict {
 		return onlyGoneVerdict("cp1", "cp4", []Attempt{attempt(0, 5*time.Millisecond, 503), attempt(time.Second, 3*time.Millisecond, 404)}, 35*time.Second, time.Time{}, nil)
 	}},
+	{"mvp.route.verbs", "the watch through the older apiserver ended after ADDED, never delivering MODIFIED and DELETED", func(t *testing.T) certify.Verdict {
+		_, v := watched("cp1", delivered("ADDED w-1"), []string{"ADDED w-1", "MODIFIED w-1", "DELETED w-1"}, time.After(20*time.Second))
+		if v == nil {
+			t.Fatal("every event delivered")
+		}
+		return *v
+	}},
+	{"mvp.route.runtime-config", "through the entry with node.k8s.io/v1 off, the watch ended after ADDED", func(t *testing.T) certify.Verdict {
+		_, v := watched("cp4", delivered("ADDED rc-1"), []string{"ADDED rc-1", "MODIFIED rc-1", "DELETED rc-1"}, time.After(20*time.Second))
+		if v == nil {
+			t.Fatal("every event delivered")
+		}
+		return runtimeConfigRoute(*v, Server{Name: "cp4", Version: version.MustParse("v1.36.3")}, 3*time.Second)
+	}},
+	{"mvp.route.no-false-forwarding", "the rerouted counter moved for paths no server serves", func(t *testing.T) certify.Verdict {
+		_, v := unmoved("cp1", false, []string{"/apis/nothing.skewer.io/v1/things"}, reroutedAt(t, 404, 2), reroutedAt(t, 404, 5))
+		if v == nil {
+			t.Fatal("judged unmoved")
+		}
+		return *v
+	}},
+	{"mvp.route.loop-guard", "a request marked proxied answered 404 but the counter moved: forwarded again", func(t *testing.T) certify.Verdict {
+		return loopGuardVerdict(Server{Name: "cp1"}, "/apis/x/v1/ys", notFound(), reroutedAt(t, 404, 2), reroutedAt(t, 404, 3), func() error { return nil })
+	}},
+	{"mvp.metrics.rerouted", "the rerouted counter moved by 4 for 5 forwarded gets", func(t *testing.T) certify.Verdict {
+		return reroutedVerdict("cp1", "x/v1/ys", 5, reroutedAt(t, 404, 2), reroutedAt(t, 404, 6))
+	}},
+	{"mvp.scope.crd-apiservice", "an APIService without a backend answered 404 from a peer, not 503", func(t *testing.T) certify.Verdict {
+		v := scopeAnswers(Server{Name: "cp1", Version: version.MustParse("v1.35.4")}, nil, notFound(), 30*time.Millisecond)
+		if v == nil {
+			t.Fatal("judged in scope")
+		}
+		return *v
+	}},
+	{"mvp.rollback.all-old", "after the rollback the resource only the newer version served is still served", func(t *testing.T) certify.Verdict {
+		v := goneAfterRollback(discovery.Resource{Group: "x", Version: "v1", Resource: "ys"}, Server{Name: "cp1", Version: version.MustParse("v1.35.4")}, nil)
+		if v == nil {
+			t.Fatal("judged gone")
+		}
+		return *v
+	}},
+	{"mvp.route.baseline-false-404", "with the gate off the entry still served the resource: no false 404 reproduced", func(t *testing.T) certify.Verdict {
+		return baselineVerdict("cp1 (v1.35.4) restarted with the gate off", 0, nil, func() error { return nil })
+	}},
+	{"mvp.rollback.gate-off", "with its flags back the entry never forwarded again", func(t *testing.T) certify.Verdict {
+		return gateOnAgain("cp1", "x/v1/ys", 0, errors.New("timed out after 2m0s waiting for x/v1/ys to be served through cp1: last seen 404 the server could not find the requested resource"))
+	}},
+	{"mvp.defaults.beta", "without --peer-ca-file the entry still forwarded", func(t *testing.T) certify.Verdict {
+		v := betaWithoutCA("cp4", "node.k8s.io/v1/runtimeclasses", 1, nil)
+		if v == nil {
+			t.Fatal("judged the false 404")
+		}
+		return *v
+	}},
+	{"mvp.trust.identity", "the peer logged the forwarded list as the entry server, not the service account", func(t *testing.T) certify.Verdict {
+		seen := trustEvidence()
+		seen.atPeer = &audit.Event{User: authnv1.UserInfo{Username: "system:apiserver", Groups: []string{"system:masters"}}}
+		return identityVerdict(seen)
+	}},
+	{"mvp.trust.uid", "the peer logged the forwarded list without the user's UID", func(t *testing.T) certify.Verdict {
+		seen := trustEvidence()
+		seen.atPeer.User.UID = ""
+		return uidVerdict(seen)
+	}},
+	{"mvp.trust.rbac-at-entry", "a denied request reached a peer", func(t *testing.T) certify.Verdict {
+		seen := trustEvidence()
+		seen.deniedAtPeers = []string{"cp4 (d)"}
+		return rbacVerdict(seen)
+	}},
+	{"mvp.trust.forged-lease", "packets left the entry's node for the address a forged Lease names", func(t *testing.T) certify.Verdict {
+		return forgedLeaseVerdict(forgedLeaseSeen{lease: "kube-apiserver-skewer-forged-1", entry: "cp1", node: "cp1", lists: 20, where: []string{"cp4"}, packets: 3})
+	}},
+	{"mvp.trust.untrusted-peer", "requests served by a peer whose certificate the peer CA did not sign", func(t *testing.T) certify.Verdict {
+		start := parseMetrics(t, "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds 100\n")
+		return untrustedVerdict(untrustedSeen{fault: "untrusted serving cp4", key: "x/v1/ys", entry: "cp1", peer: "cp4", peerID: "apiserver-abc",
+			as: []Attempt{attempt(0, 5*time.Millisecond, 200)}, before: start, after: start},
+			func() (string, time.Time, error) { return "", time.Time{}, nil })
+	}},
+	{"rollout.versions", "a control plane's own apiserver still at the older version", func(t *testing.T) certify.Verdict {
+		versions := map[string]version.Version{"cp1": version.MustParse("v1.36.3"), "cp2": version.MustParse("v1.35.4")}
+		return versionsVerdict("rollout.versions", versions, offVersion(versions, version.MustParse("v1.36.3")))
+	}},
+	{"rollout.rollback", "a finished rollback left its rollout record", func(t *testing.T) certify.Verdict {
+		versions := map[string]version.Version{"cp1": version.MustParse("v1.35.4")}
+		err := offVersion(versions, version.MustParse("v1.35.4"))
+		if err == nil {
+			err = leftRecord(&rollout.Record{From: version.MustParse("v1.35.4"), To: version.MustParse("v1.36.3")}, nil)
+		}
+		return versionsVerdict("rollout.rollback", versions, err)
+	}},
+	{"rollout.membership", "a removed control plane still an etcd member and a load-balancer backend", func(t *testing.T) certify.Verdict {
+		names := []string{"cp1", "cp2", "cp3"}
+		backends := []string{"cp1:6443", "cp2:6443", "cp3:6443"}
+		return membershipVerdict("removing cp0", rollout.MembershipDiff(names, backends, []string{"cp0", "cp1", "cp2", "cp3"}, names, append([]string{"cp0:6443"}, backends...)))
+	}},
+	{"mvp.discovery.converges", "a merged view never showed what only the newer version serves", func(t *testing.T) certify.Verdict {
+		only := []discovery.Resource{{Group: "x", Version: "v1", Resource: "ys"}}
+		err := wait.Within(t.Context(), wait.Budget{Timeout: 50 * time.Millisecond, Interval: 10 * time.Millisecond}, "every merged view to show x/v1/ys",
+			func(context.Context) (bool, string, error) {
+				lacking := lacks("cp1", discovery.Set{}, nil, only)
+				return len(lacking) == 0, strings.Join(lacking, "; "), nil
+			})
+		return convergedVerdict(version.MustParse("v1.36.3"), only, 50*time.Millisecond, err)
+	}},
+	{"rollout.refuses-bad-input", "a rollout two minors up was not refused", func(t *testing.T) certify.Verdict {
+		v := refusal("a rollout to v1.37.0 (surge, pause after 0)", "more than one minor", nil, 0)
+		if v == nil {
+			t.Fatal("judged refused")
+		}
+		return *v
+	}},
+	{"rollout.interrupted-recovers", "the rollback left a half-joined control plane's container behind", func(t *testing.T) certify.Verdict {
+		return recoveredVerdict(nil, "containers cp1,cp2,cp3\n", "containers cp1,cp2,cp3,cp4\n", time.Minute, nil)
+	}},
 }
 
 // TestEveryPromiseCanFail feeds each promise's check the evidence of its
@@ -217,4 +339,40 @@ func parseMetrics(t *testing.T, text string) metrics.Snapshot {
 func attempt(at, took time.Duration, code int) Attempt {
 	t0 := time.Date(2026, 12, 4, 6, 0, 0, 0, time.UTC)
 	return Attempt{At: at, Sent: t0.Add(at), Took: took, Code: code}
+}
+
+// delivered is a watch that delivered events and ended.
+func delivered(events ...string) <-chan string {
+	ch := make(chan string, len(events))
+	for _, e := range events {
+		ch <- e
+	}
+	close(ch)
+	return ch
+}
+
+// reroutedAt is a scrape whose rerouted counter for code is n.
+func reroutedAt(t *testing.T, code, n int) metrics.Snapshot {
+	return parseMetrics(t, fmt.Sprintf("# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds 100\n"+
+		"# TYPE %s counter\n%s{code=\"%d\"} %d\n", rerouted, rerouted, code, n))
+}
+
+// notFound is a 404 as a client gets it.
+func notFound() error {
+	return apierrors.NewNotFound(schema.GroupResource{Group: "x", Resource: "ys"}, "")
+}
+
+// trustEvidence is what the trust check sees when every promise holds:
+// a reader's list logged alike at both servers, a denied user's
+// requests answered 403 and logged by the entry alone.
+func trustEvidence() trustSeen {
+	reader := authnv1.UserInfo{Username: "system:serviceaccount:ns:reader", UID: "u-1", Groups: []string{"system:serviceaccounts"}}
+	nobody := "system:serviceaccount:ns:nobody"
+	gr := schema.GroupResource{Group: "x", Resource: "ys"}
+	return trustSeen{reader: reader.Username, nobody: nobody, verb: "create", key: "x/v1/ys", entry: "cp1", peers: []string{"cp4"},
+		allowedID: "a", peer: "cp4", atPeer: &audit.Event{User: reader}, allowedEntry: &audit.Event{User: reader},
+		deny: apierrors.NewForbidden(gr, "", nil), forged: apierrors.NewForbidden(gr, "", nil), deniedID: "d", forgedID: "f",
+		deniedEntry: &audit.Event{User: authnv1.UserInfo{Username: nobody}, ResponseStatus: &metav1.Status{Code: 403}},
+		forgedEntry: &audit.Event{User: authnv1.UserInfo{Username: nobody}},
+		uidHeaders:  func(string) string { return "not set" }}
 }
