@@ -11,20 +11,29 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authnv1 "k8s.io/api/authentication/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
+	"github.com/skewer-k8s/skewer/fixtures"
 	"github.com/skewer-k8s/skewer/harness/audit"
 	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/discovery"
 	"github.com/skewer-k8s/skewer/harness/metrics"
 	"github.com/skewer-k8s/skewer/harness/report"
 	"github.com/skewer-k8s/skewer/harness/restarts"
 	"github.com/skewer-k8s/skewer/harness/rollout"
+	"github.com/skewer-k8s/skewer/harness/sidecar"
+	"github.com/skewer-k8s/skewer/harness/sidecarchecks"
 	"github.com/skewer-k8s/skewer/harness/traffic"
 	"github.com/skewer-k8s/skewer/harness/version"
 	"github.com/skewer-k8s/skewer/harness/wait"
@@ -245,6 +254,95 @@ var canFail = []struct {
 	{"rollout.interrupted-recovers", "the rollback left a half-joined control plane's container behind", func(t *testing.T) certify.Verdict {
 		return recoveredVerdict(nil, "containers cp1,cp2,cp3\n", "containers cp1,cp2,cp3,cp4\n", time.Minute, nil)
 	}},
+	{"sidecar.start.order", "the app started before its native sidecar on the older kubelet", func(t *testing.T) certify.Verdict {
+		return sidecarchecks.JudgeStartOrder(kubelets, false, map[string][]fixtures.Event{"w1": recorded("app start", "proxy start")}, map[string]*corev1.Pod{"w1": {}})
+	}},
+	{"sidecar.crash.restarts-alone", "the app restarted with its crashing sidecar", func(t *testing.T) certify.Verdict {
+		started := metav1.NewTime(sidecarT0)
+		pod := &corev1.Pod{Status: corev1.PodStatus{
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "proxy", RestartCount: 1, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}},
+			ContainerStatuses:     []corev1.ContainerStatus{{Name: "app", RestartCount: 1, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(sidecarT0.Add(6 * time.Second))}}}}}}
+		return sidecarchecks.JudgeCrashAlone(kubelets, map[string]*corev1.Pod{"w1": pod}, map[string]metav1.Time{"w1": started}, nil)
+	}},
+	{"sidecar.readiness.gates", "the new Pod, its sidecar never ready, a ready endpoint of the Service", func(t *testing.T) certify.Verdict {
+		ready := func(name, ip string, ok bool) corev1.Pod {
+			st := corev1.ConditionFalse
+			if ok {
+				st = corev1.ConditionTrue
+			}
+			return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.PodStatus{PodIP: ip, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}}}
+		}
+		yes := true
+		return sidecarchecks.JudgeReadinessGates(&appsv1.Deployment{Status: appsv1.DeploymentStatus{AvailableReplicas: 1}},
+			[]corev1.Pod{ready("web-old", "10.244.1.5", true), ready("web-new", "10.244.1.6", false)},
+			[]discoveryv1.EndpointSlice{{Endpoints: []discoveryv1.Endpoint{
+				{Addresses: []string{"10.244.1.5"}, Conditions: discoveryv1.EndpointConditions{Ready: &yes}},
+				{Addresses: []string{"10.244.1.6"}, Conditions: discoveryv1.EndpointConditions{Ready: &yes}}}}})
+	}},
+	{"sidecar.job.completes", "the Job with a native sidecar failed", func(t *testing.T) certify.Verdict {
+		return sidecarchecks.JudgeJobCompletes(kubelets, map[string]*batchv1.Job{"w1": {ObjectMeta: metav1.ObjectMeta{Name: "native-0"}, Status: batchv1.JobStatus{Failed: 1}}})
+	}},
+	{"sidecar.job.sidecar-crashes", "the Job failed on its sidecar's crashes though its app exited 0", func(t *testing.T) certify.Verdict {
+		pod := corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed,
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "proxy", RestartCount: 3}},
+			ContainerStatuses:     []corev1.ContainerStatus{{Name: "main", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}}}}}
+		return sidecarchecks.JudgeJobSidecarCrashes(kubelets, map[string]*batchv1.Job{"w1": {Status: batchv1.JobStatus{Failed: 1}}}, map[string][]corev1.Pod{"w1": {pod}})
+	}},
+	{"sidecar.resources.formula", "the quota charged the native Pod the legacy formula's requests", func(t *testing.T) certify.Verdict {
+		return sidecarchecks.JudgeQuotaCharge(t.Context(), true, corev1.ResourceList{corev1.ResourceRequestsCPU: resource.MustParse("500m"), corev1.ResourceRequestsMemory: resource.MustParse("160Mi")}, 50*time.Millisecond)
+	}},
+	{"sidecar.resources.quota-admission", "a quota below the native formula admitted the native Pod", func(t *testing.T) certify.Verdict {
+		return sidecarchecks.JudgeQuotaAdmission(nil)
+	}},
+	{"sidecar.resources.limits-qos", "a Pod whose limits equal its requests classed Burstable", func(t *testing.T) certify.Verdict {
+		return sidecarchecks.JudgeLimits(kubelets, true, map[string]*corev1.Pod{"w1": {Status: corev1.PodStatus{QOSClass: corev1.PodQOSBurstable}}}, nil)
+	}},
+	{"sidecar.termination.reverse-order", "the log agent, declared first, told to stop before the proxy", func(t *testing.T) certify.Verdict {
+		return sidecarchecks.JudgeReverseOrder(kubelets, map[string]sidecarchecks.Stopped{"w1": {
+			Events: recorded("app sigterm lines=150", "log-agent sigterm", "proxy sigterm"), Gone: 2 * time.Second, Shipped: 150}})
+	}},
+	{"sidecar.termination.bounded-flush", "a backlog larger than the flush budget lost no line: nothing was cut short", func(t *testing.T) certify.Verdict {
+		return sidecarchecks.JudgeBoundedFlush(kubelets, map[string]sidecarchecks.Stopped{"w1": {
+			Events: recorded("app sigterm lines=1200", "proxy sigterm", "log-agent sigterm"), Gone: 5 * time.Second, Shipped: 1200}})
+	}},
+	{"sidecar.termination.sigterm-ignored", "a sidecar ignoring SIGTERM held its Pod past the grace period", func(t *testing.T) certify.Verdict {
+		return sidecarchecks.JudgeSIGTERMIgnored(kubelets, map[string]sidecarchecks.Stubborn{"w1": {
+			Events: recorded("app sigterm lines=100", "proxy sigterm ignored"), Deleted: sidecarT0, Gone: 40 * time.Second, Kept: 100}})
+	}},
+	{"sidecar.stripped.preflight", "a migration under the stripping webhook went through its batch", func(t *testing.T) certify.Verdict {
+		tg := sidecar.Target{Namespace: "ns", Name: "web"}
+		return sidecarchecks.JudgeStrippedPreflight(tg, []sidecar.BatchResult{{Targets: []sidecar.Target{tg}, Took: 20 * time.Second}})
+	}},
+	{"sidecar.stripped.shapes", "a stripped sidecar with a startup probe admitted", func(t *testing.T) certify.Verdict {
+		return sidecarchecks.JudgeStrippedShapes(nil)
+	}},
+	{"sidecar.stripped.old-client", "the old client's write kept the helper a native sidecar: nothing dropped to catch", func(t *testing.T) certify.Verdict {
+		always := corev1.ContainerRestartPolicyAlways
+		return sidecarchecks.JudgeOldClient(corev1.PodSpec{InitContainers: []corev1.Container{{Name: sidecarchecks.CrashingSidecar, RestartPolicy: &always}},
+			Containers: []corev1.Container{{Name: "app"}}})
+	}},
+	{"sidecar.migration.batches", "the expansion went on past the batch whose helper crashed", func(t *testing.T) certify.Verdict {
+		b := func(ns string, restarts int32) sidecar.BatchResult {
+			return sidecar.BatchResult{Targets: []sidecar.Target{{Namespace: ns, Name: "web"}}, Took: 15 * time.Second, Restarts: restarts}
+		}
+		return sidecarchecks.JudgeMigrationBatches([]sidecar.BatchResult{b("a", 0), b("b", 2), b("c", 0)})
+	}},
+	{"sidecar.migration.rollback", "the rolled-back template lost the helper's port", func(t *testing.T) certify.Verdict {
+		legacy := corev1.PodTemplateSpec{Spec: corev1.PodSpec{ServiceAccountName: "web", Containers: []corev1.Container{{Name: "app"},
+			{Name: sidecarchecks.CrashingSidecar, Ports: []corev1.ContainerPort{{Name: "admin", ContainerPort: 8080}}}}}}
+		after := *legacy.DeepCopy()
+		after.Spec.Containers[1].Ports = nil
+		return sidecarchecks.JudgeMigrationRollback(sidecar.Target{Namespace: "ns", Name: "web"}, legacy, after)
+	}},
+	{"sidecar.migration.stop-conditions", "a helper ready only after 15 s did not stop a migration bound to 5 s", func(t *testing.T) certify.Verdict {
+		b := func(c string) sidecar.BatchResult {
+			return sidecar.BatchResult{Targets: []sidecar.Target{{Namespace: "ns", Name: c}}, Took: 16 * time.Second}
+		}
+		return sidecarchecks.JudgeStopCondition("ready-latency", "ReadyWithin 5s breached", []sidecar.BatchResult{b("ready-latency"), b("bystander")})
+	}},
+	{"sidecar.worker-replaced", "on the new worker the app started before the proxy", func(t *testing.T) certify.Verdict {
+		return sidecarchecks.JudgeWorkerReplaced("w2", recorded("log-agent start", "app start", "proxy start"))
+	}},
 }
 
 // TestEveryPromiseCanFail feeds each promise's check the evidence of its
@@ -261,6 +359,7 @@ func TestEveryPromiseCanFail(t *testing.T) {
 			if v.ID != c.id || v.Outcome != certify.Fail {
 				t.Fatalf("got %s %s (%s), want %s fail", v.ID, v.Outcome, v.Reason, c.id)
 			}
+			t.Log(v.Reason)
 			if err := v.Validate(); err != nil {
 				t.Error(err)
 			}
@@ -375,4 +474,20 @@ func trustEvidence() trustSeen {
 		deniedEntry: &audit.Event{User: authnv1.UserInfo{Username: nobody}, ResponseStatus: &metav1.Status{Code: 403}},
 		forgedEntry: &audit.Event{User: authnv1.UserInfo{Username: nobody}},
 		uidHeaders:  func(string) string { return "not set" }}
+}
+
+// kubelets are a sidecar run's nodes, one per kubelet version.
+var kubelets = []sidecarchecks.Kubelet{{Node: cluster.Node{Name: "w1", Role: cluster.RoleWorker}, Version: "v1.35.4"},
+	{Node: cluster.Node{Name: "cp1", Role: cluster.RoleControlPlane}, Version: "v1.36.3"}}
+
+var sidecarT0 = time.Date(2026, 12, 4, 6, 0, 0, 0, time.UTC)
+
+// recorded is what fixtures record, "who what" each, 100 ms apart.
+func recorded(lines ...string) []fixtures.Event {
+	var out []fixtures.Event
+	for i, l := range lines {
+		who, what, _ := strings.Cut(l, " ")
+		out = append(out, fixtures.Event{At: sidecarT0.Add(time.Duration(i) * 100 * time.Millisecond), Who: who, What: what})
+	}
+	return out
 }
