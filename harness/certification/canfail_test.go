@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -374,17 +373,9 @@ func TestEveryPromiseCanFail(t *testing.T) {
 			missing = append(missing, string(p.ID))
 		}
 	}
-	if len(missing) == 0 {
-		return
+	if len(missing) > 0 {
+		t.Errorf("%d promise(s) of the catalogue not shown able to fail: %s", len(missing), strings.Join(missing, ", "))
 	}
-	// Open item of issue 31 (item 7): the promises below have no evidence
-	// of their failure yet. SKEWER_CANFAIL_ALL=1 makes their absence fail
-	// the test, as it must once the table is complete.
-	if os.Getenv("SKEWER_CANFAIL_ALL") == "" {
-		t.Logf("%d promise(s) of the catalogue not shown able to fail yet (issue 31): %s", len(missing), strings.Join(missing, ", "))
-		return
-	}
-	t.Errorf("%d promise(s) of the catalogue not shown able to fail: %s", len(missing), strings.Join(missing, ", "))
 }
 
 // upstreamWaivers are the repository's waivers, in force for a pair
