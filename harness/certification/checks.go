@@ -59,7 +59,13 @@ func Intact(ctx context.Context, c *cluster.Cluster, before *corev1.ConfigMap) e
 // CheckMembership judges rollout.membership after a step: etcd members,
 // identity leases and load-balancer backends equal the control planes.
 func CheckMembership(ctx context.Context, c *cluster.Cluster, after string) certify.Verdict {
-	if err := rollout.CheckMembership(ctx, c); err != nil {
+	return membershipVerdict(after, rollout.CheckMembership(ctx, c))
+}
+
+// membershipVerdict judges rollout.membership after a step on how the
+// members compared with the control planes (rollout.CheckMembership).
+func membershipVerdict(after string, err error) certify.Verdict {
+	if err != nil {
 		return fail("rollout.membership", "after %s: %v", after, err)
 	}
 	return certify.Verdict{ID: "rollout.membership", Outcome: certify.Pass, Evidence: []string{"after " + after}}
@@ -72,6 +78,12 @@ func allAt(ctx context.Context, c *cluster.Cluster, want version.Version) (map[s
 	if err != nil {
 		return nil, err
 	}
+	return versions, offVersion(versions, want)
+}
+
+// offVersion says which control planes of versions (each one's own
+// apiserver's) run another version than want.
+func offVersion(versions map[string]version.Version, want version.Version) error {
 	var off []string
 	for n, v := range versions {
 		if v != want {
@@ -80,9 +92,9 @@ func allAt(ctx context.Context, c *cluster.Cluster, want version.Version) (map[s
 	}
 	if len(off) > 0 {
 		sort.Strings(off)
-		return versions, fmt.Errorf("not at %s: %s", want, strings.Join(off, ", "))
+		return fmt.Errorf("not at %s: %s", want, strings.Join(off, ", "))
 	}
-	return versions, nil
+	return nil
 }
 
 // CheckVersions judges rollout.versions: every control plane's own
@@ -92,10 +104,16 @@ func CheckVersions(ctx context.Context, c *cluster.Cluster, want version.Version
 	if err == nil {
 		err = Intact(ctx, c, before)
 	}
+	return versionsVerdict("rollout.versions", versions, err)
+}
+
+// versionsVerdict is id's verdict on the control planes' versions and
+// what was found wrong with them or with the object from before.
+func versionsVerdict(id certify.ID, versions map[string]version.Version, err error) certify.Verdict {
 	if err != nil {
-		return fail("rollout.versions", "%v", err)
+		return fail(id, "%v", err)
 	}
-	return certify.Verdict{ID: "rollout.versions", Outcome: certify.Pass, Evidence: []string{fmt.Sprint(versions)}}
+	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{fmt.Sprint(versions)}}
 }
 
 // CheckRollback judges rollout.rollback: every control plane back at from,
@@ -106,15 +124,18 @@ func CheckRollback(ctx context.Context, c *cluster.Cluster, from version.Version
 		err = Intact(ctx, c, before)
 	}
 	if err == nil {
-		var rec *rollout.Record
-		if rec, err = rollout.LoadRecord(c); err == nil && rec != nil {
-			err = fmt.Errorf("a finished rollback left its rollout record (from %s)", rec.From)
-		}
+		err = leftRecord(rollout.LoadRecord(c))
 	}
-	if err != nil {
-		return fail("rollout.rollback", "%v", err)
+	return versionsVerdict("rollout.rollback", versions, err)
+}
+
+// leftRecord says what is wrong with the rollout record a finished
+// rollback found (rec, or the error reading it): any record at all.
+func leftRecord(rec *rollout.Record, err error) error {
+	if err == nil && rec != nil {
+		err = fmt.Errorf("a finished rollback left its rollout record (from %s)", rec.From)
 	}
-	return certify.Verdict{ID: "rollout.rollback", Outcome: certify.Pass, Evidence: []string{fmt.Sprint(versions)}}
+	return err
 }
 
 // CheckDiscovery judges mvp.discovery.converges in a mixed window: what
@@ -152,21 +173,36 @@ func CheckDiscovery(ctx context.Context, c *cluster.Cluster, newer version.Versi
 			lacking = nil
 			for _, s := range all {
 				merged, err := discovery.Merged(ctx, clients[s.Name])
-				if err != nil {
-					lacking = append(lacking, s.Name+": "+err.Error())
-					continue
-				}
-				for _, r := range only {
-					if _, ok := merged[r.Key()]; !ok {
-						lacking = append(lacking, s.Name+" lacks "+r.Key())
-					}
-				}
+				lacking = append(lacking, lacks(s.Name, merged, err, only)...)
 			}
 			return len(lacking) == 0, strings.Join(lacking, "; "), nil
 		})
 	took := time.Since(start)
+	return convergedVerdict(newer, only, took, err), only, took
+}
+
+// lacks is what server's merged discovery (or the error getting it)
+// lacks of only, what the newer version alone serves.
+func lacks(server string, merged discovery.Set, err error, only []discovery.Resource) []string {
 	if err != nil {
-		return fail(id, "%v", err), only, took
+		return []string{server + ": " + err.Error()}
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{fmt.Sprintf("%d resource(s) only %s serves, in every merged view after %s", len(only), newer, took.Round(100*time.Millisecond))}}, only, took
+	var out []string
+	for _, r := range only {
+		if _, ok := merged[r.Key()]; !ok {
+			out = append(out, server+" lacks "+r.Key())
+		}
+	}
+	return out
+}
+
+// convergedVerdict judges mvp.discovery.converges on the wait for every
+// merged view to show only (err: it did not, within its budget), which
+// took took.
+func convergedVerdict(newer version.Version, only []discovery.Resource, took time.Duration, err error) certify.Verdict {
+	const id = "mvp.discovery.converges"
+	if err != nil {
+		return fail(id, "%v", err)
+	}
+	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{fmt.Sprintf("%d resource(s) only %s serves, in every merged view after %s", len(only), newer, took.Round(100*time.Millisecond))}}
 }

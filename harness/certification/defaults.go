@@ -86,9 +86,8 @@ func CheckBetaDefault(ctx context.Context, c *cluster.Cluster, w *Window) certif
 	if err != nil {
 		return fail(id, "without --peer-ca-file: %v", err)
 	}
-	if !apierrors.IsNotFound(lerr) || on != 1 {
-		return fail(id, "%s restarted without --peer-ca-file, the gate on by default (kubernetes_feature_enabled %g): list %s answered %v, want the false 404 of a server with no proxy",
-			old.Name, on, w.Resource.Key(), orOK(lerr))
+	if v := betaWithoutCA(old.Name, w.Resource.Key(), on, lerr); v != nil {
+		return *v
 	}
 	if err := noCA.Revert(ctx, c); err != nil {
 		return fail(id, "%v", err)
@@ -104,6 +103,19 @@ func CheckBetaDefault(ctx context.Context, c *cluster.Cluster, w *Window) certif
 		"--peer-ca-file alone decides whether the proxy is built, and kubeadm does not set it: a cluster upgraded with stock kubeadm has no proxy; " +
 			"give every apiserver --peer-ca-file (e.g. /etc/kubernetes/pki/ca.crt) through kubeadm's apiServer.extraArgs",
 	}}
+}
+
+// betaWithoutCA judges mvp.defaults.beta on entry restarted without
+// --peer-ca-file, the gate on by default: it reports the gate (on) and
+// must answer the list of key (lerr) with the false 404 of a server with
+// no proxy. Nil when it did.
+func betaWithoutCA(entry, key string, on float64, lerr error) *certify.Verdict {
+	if apierrors.IsNotFound(lerr) && on == 1 {
+		return nil
+	}
+	v := fail("mvp.defaults.beta", "%s restarted without --peer-ca-file, the gate on by default (kubernetes_feature_enabled %g): list %s answered %v, want the false 404 of a server with no proxy",
+		entry, on, key, orOK(lerr))
+	return &v
 }
 
 // unready says what s's /readyz reports: "ok", or the checks that fail.

@@ -191,12 +191,7 @@ func CheckPeerKilled(ctx context.Context, c *cluster.Cluster, w *Window) []certi
 	} else if rebuilt != "" {
 		ev = append(ev, fmt.Sprintf("%s rebuilt its peer cache without %s (%s) at %s: %s", old.Name, dead.Name, deadID, rebuiltAt.Format("15:04:05.000"), rebuilt))
 	}
-	bad, causes, lastFailed := judgeKilled(as, alone, rebuiltAt)
-	v := certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
-	if len(bad) > 0 {
-		v = certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Causes: causes,
-			Reason: fmt.Sprintf("%d of %d requests through %s with %s killed: %s", len(bad), len(as), old.Name, dead.Name, strings.Join(bad[:min(3, len(bad))], "; "))}
-	}
+	v, lastFailed := killedVerdict(old.Name, dead.Name, as, alone, rebuiltAt, ev)
 	if !alone {
 		v.Evidence = append(v.Evidence, fmt.Sprintf("%s served every request from +%s on (the last that was not served)", w.New[1].Name, lastFailed.Round(100*time.Millisecond)))
 		return []certify.Verdict{v}
@@ -210,6 +205,19 @@ func CheckPeerKilled(ctx context.Context, c *cluster.Cluster, w *Window) []certi
 // fetch, and with no capable peer left the request falls through to the
 // local handler.
 const CausePeerCacheRebuilt = traffic.CausePeerCacheRebuilt
+
+// killedVerdict judges mvp.fault.peer-killed on the attempts made
+// through entry with dead killed (judgeKilled), ev being what was seen;
+// it also says when the last one that was not served began.
+func killedVerdict(entry, dead string, as []Attempt, alone bool, rebuilt time.Time, ev []string) (certify.Verdict, time.Duration) {
+	const id = "mvp.fault.peer-killed"
+	bad, causes, lastFailed := judgeKilled(as, alone, rebuilt)
+	if len(bad) > 0 {
+		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Causes: causes,
+			Reason: fmt.Sprintf("%d of %d requests through %s with %s killed: %s", len(bad), len(as), entry, dead, strings.Join(bad[:min(3, len(bad))], "; "))}, lastFailed
+	}
+	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}, lastFailed
+}
 
 // judgeKilled says which of the attempts made with a capable peer killed
 // break mvp.fault.peer-killed - alone, when it was the only capable peer -
@@ -413,6 +421,15 @@ func CheckPeerStopped(ctx context.Context, c *cluster.Cluster, w *Window) certif
 	}
 	ev = append(ev, fmt.Sprintf("%s: through %s every 500 ms for 20 s: %v; %s", stop.Name(), old.Name, Codes(as), strings.Join(messages(as), ", ")),
 		fmt.Sprintf("then 10 lists through %s, served by %s", old.Name, tally(after)))
+	return stoppedVerdict(gone.Name, names(rest), as, after, ev)
+}
+
+// stoppedVerdict judges mvp.fault.peer-stopped on what was seen with the
+// capable peer gone stopped and rest serving: the attempts made through
+// the entry meanwhile (as) and the servers that logged the lists made
+// after them; ev is the evidence so far.
+func stoppedVerdict(gone string, rest []string, as []Attempt, after, ev []string) certify.Verdict {
+	const id = "mvp.fault.peer-stopped"
 	var bad []string
 	for _, a := range as {
 		switch {
@@ -422,12 +439,12 @@ func CheckPeerStopped(ctx context.Context, c *cluster.Cluster, w *Window) certif
 			bad = append(bad, "a false 404: "+a.String())
 		}
 	}
-	if slices.Contains(after, gone.Name) {
-		bad = append(bad, fmt.Sprintf("the stopped %s logged a request after its stop", gone.Name))
+	if slices.Contains(after, gone) {
+		bad = append(bad, fmt.Sprintf("the stopped %s logged a request after its stop", gone))
 	}
 	if len(bad) > 0 {
 		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev,
-			Reason: fmt.Sprintf("with %s stopped and %v serving: %s", gone.Name, names(rest), strings.Join(bad[:min(3, len(bad))], "; "))}
+			Reason: fmt.Sprintf("with %s stopped and %v serving: %s", gone, rest, strings.Join(bad[:min(3, len(bad))], "; "))}
 	}
 	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
 }

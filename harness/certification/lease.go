@@ -92,21 +92,42 @@ func CheckForgedLease(ctx context.Context, c *cluster.Cluster, w *Window) certif
 		bad = append(bad, err.Error())
 	}
 	packets, perr := countedPackets(ctx, node, decoy)
-	switch {
-	case perr != nil:
-		bad = append(bad, perr.Error())
-	case packets > 0:
-		bad = append(bad, fmt.Sprintf("%d packet(s) left %s for the address the forged Lease names (%s)", packets, node.Name, decoy))
-	}
-	ev := []string{fmt.Sprintf("Lease kube-system/%s forged (identity label, peer-advertise-address %s:%d): %d lists through %s in 10 s, served by %v; %d packets to %s",
-		name, decoy, cluster.APIServerPort, n, old.Name, tally(where), packets, decoy)}
+	var syncErrors []string
 	if serr == nil {
 		if moved, err := metrics.Delta(before, after, peerDiscoverySyncErrors, map[string]string{"type": "hostport_resolution"}); err == nil {
-			ev = append(ev, fmt.Sprintf("%s{type=hostport_resolution} on %s moved by %g: the forged peer's address never resolved", peerDiscoverySyncErrors, old.Name, moved))
+			syncErrors = append(syncErrors, fmt.Sprintf("%s{type=hostport_resolution} on %s moved by %g: the forged peer's address never resolved", peerDiscoverySyncErrors, old.Name, moved))
 		} else if !errors.Is(err, metrics.ErrNotExported) {
-			ev = append(ev, err.Error())
+			syncErrors = append(syncErrors, err.Error())
 		}
 	}
+	return forgedLeaseVerdict(forgedLeaseSeen{lease: name, entry: old.Name, node: node.Name, lists: n, bad: bad, where: where, packets: packets, packetsErr: perr}, syncErrors...)
+}
+
+// forgedLeaseSeen is what the forged-lease check saw: the forged Lease's
+// name, the lists through entry (how many, those that failed or hung,
+// the servers that logged them) and the packets that left node for the
+// decoy, or why they could not be counted.
+type forgedLeaseSeen struct {
+	lease, entry, node string
+	lists              int
+	bad, where         []string
+	packets            int
+	packetsErr         error
+}
+
+// forgedLeaseVerdict judges mvp.trust.forged-lease on what was seen; more
+// is evidence (the entry's peer-discovery sync errors).
+func forgedLeaseVerdict(in forgedLeaseSeen, more ...string) certify.Verdict {
+	const id = "mvp.trust.forged-lease"
+	bad := in.bad
+	switch {
+	case in.packetsErr != nil:
+		bad = append(bad, in.packetsErr.Error())
+	case in.packets > 0:
+		bad = append(bad, fmt.Sprintf("%d packet(s) left %s for the address the forged Lease names (%s)", in.packets, in.node, decoy))
+	}
+	ev := append([]string{fmt.Sprintf("Lease kube-system/%s forged (identity label, peer-advertise-address %s:%d): %d lists through %s in 10 s, served by %v; %d packets to %s",
+		in.lease, decoy, cluster.APIServerPort, in.lists, in.entry, tally(in.where), in.packets, decoy)}, more...)
 	if len(bad) > 0 {
 		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev,
 			Reason: fmt.Sprintf("with a forged identity Lease in kube-system: %s", strings.Join(bad[:min(3, len(bad))], "; "))}

@@ -257,8 +257,8 @@ func CheckAllOld(ctx context.Context, c *cluster.Cluster, r discovery.Resource, 
 			return fail(id, "%v", err)
 		}
 		got := cs.Discovery().RESTClient().Get().AbsPath(r.Path()).Do(ctx).Error()
-		if !apierrors.IsNotFound(got) {
-			return fail(id, "%s on %s (%s) after the rollback: %v, want 404 (no server serves it now)", r.Path(), s.Name, s.Version, got)
+		if v := goneAfterRollback(r, s, got); v != nil {
+			return *v
 		}
 		if err := notForwarded(ctx, c, s, all, ids.all()); err != nil {
 			return fail(id, "after the rollback: %v", err)
@@ -266,6 +266,17 @@ func CheckAllOld(ctx context.Context, c *cluster.Cluster, r discovery.Resource, 
 	}
 	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{
 		fmt.Sprintf("the object from before intact; %s: 404 on %v, each logged by the server asked alone", r.Key(), names(all))}}
+}
+
+// goneAfterRollback judges mvp.rollback.all-old on how s, once every
+// control plane is back at the older version, answered for r, the
+// resource only the newer version served: nil when with a true 404.
+func goneAfterRollback(r discovery.Resource, s Server, got error) *certify.Verdict {
+	if apierrors.IsNotFound(got) {
+		return nil
+	}
+	v := fail("mvp.rollback.all-old", "%s on %s (%s) after the rollback: %v, want 404 (no server serves it now)", r.Path(), s.Name, s.Version, got)
+	return &v
 }
 
 // samplePath is where the repository keeps a sample object of r.
@@ -430,22 +441,36 @@ func CheckRouteVerbs(ctx context.Context, w *Window, ns string, ids *auditIDs) c
 		}
 	}
 	want := []string{"ADDED " + name, "MODIFIED " + name, "DELETED " + name}
-	var seen []string
-	deadline := time.After(20 * time.Second)
-	for len(missing(want, seen)) > 0 {
-		select {
-		case ev, ok := <-events:
-			if !ok {
-				return fail(id, "the watch through %s ended early; it delivered %v", old.Name, seen)
-			}
-			seen = append(seen, ev)
-		case <-deadline:
-			return fail(id, "the watch through %s delivered %v in 20s, not %v", old.Name, seen, missing(want, seen))
-		}
+	seen, failed := watched(old.Name, events, want, time.After(20*time.Second))
+	if failed != nil {
+		return *failed
 	}
 	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{
 		fmt.Sprintf("%s through %s (%s) alone: %s, watch delivered %s; %s (%s) read the same object", key, old.Name, old.Version,
 			strings.Join(done, ", "), strings.Join(seen, ", "), peer.Name, peer.Version)}}
+}
+
+// watched reads what the watch through entry delivers (events) until
+// every one of want came, and says what it delivered; when not all of
+// want came (the watch ended, or deadline, 20 s on, passed), the failure
+// of mvp.route.verbs.
+func watched(entry string, events <-chan string, want []string, deadline <-chan time.Time) ([]string, *certify.Verdict) {
+	const id = "mvp.route.verbs"
+	var seen []string
+	for len(missing(want, seen)) > 0 {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				v := fail(id, "the watch through %s ended early; it delivered %v", entry, seen)
+				return seen, &v
+			}
+			seen = append(seen, ev)
+		case <-deadline:
+			v := fail(id, "the watch through %s delivered %v in 20s, not %v", entry, seen, missing(want, seen))
+			return seen, &v
+		}
+	}
+	return seen, nil
 }
 
 // missing is what of want is not in seen.
@@ -497,14 +522,21 @@ func CheckRerouted(ctx context.Context, w *Window, ns string, n int) certify.Ver
 	if err != nil {
 		return fail(id, "%v", err)
 	}
+	return reroutedVerdict(old.Name, w.Resource.Key(), n, before, after)
+}
+
+// reroutedVerdict judges mvp.metrics.rerouted on entry's scrapes before
+// and after n gets of missing objects of key forwarded through it.
+func reroutedVerdict(entry, key string, n int, before, after metrics.Snapshot) certify.Verdict {
+	const id = "mvp.metrics.rerouted"
 	moved, err := metrics.Delta(before, after, rerouted, map[string]string{"code": "404"})
 	if err != nil {
-		return fail(id, "%s after %d gets forwarded through it: %v", old.Name, n, err)
+		return fail(id, "%s after %d gets forwarded through it: %v", entry, n, err)
 	}
-	ev := fmt.Sprintf("%s{code=404} on %s moved by %g for %d gets of missing %s; series after: %v", rerouted, old.Name, moved, n, w.Resource.Key(), after.Series(rerouted))
+	ev := fmt.Sprintf("%s{code=404} on %s moved by %g for %d gets of missing %s; series after: %v", rerouted, entry, moved, n, key, after.Series(rerouted))
 	if moved != float64(n) {
 		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: []string{ev},
-			Reason: fmt.Sprintf("%s{code=404} on %s moved by %g, not by the %d requests it forwarded", rerouted, old.Name, moved, n)}
+			Reason: fmt.Sprintf("%s{code=404} on %s moved by %g, not by the %d requests it forwarded", rerouted, entry, moved, n)}
 	}
 	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{ev}}
 }
@@ -542,22 +574,37 @@ func CheckNoFalseForwarding(ctx context.Context, c *cluster.Cluster, w *Window) 
 		if err != nil {
 			return fail(id, "%v", err)
 		}
-		d, err := metrics.Delta(before, after, rerouted, map[string]string{"code": "404"})
-		switch {
-		case errors.Is(err, metrics.ErrNotExported) && i > 0:
-			ev = append(ev, s.Name+" (counter not exported: never forwarded)")
-		case err != nil:
-			return fail(id, "%s: %v", s.Name, err)
-		case d != 0:
-			return fail(id, "%s{code=404} on %s moved by %g for paths no server serves (%v): forwarded", rerouted, s.Name, d, paths)
-		default:
-			ev = append(ev, s.Name+" (counter unmoved)")
+		said, v := unmoved(s.Name, i > 0, paths, before, after)
+		if v != nil {
+			return *v
 		}
+		ev = append(ev, said)
 		if err := notForwarded(ctx, c, s, all, ids.all()); err != nil {
 			return fail(id, "%v", err)
 		}
 	}
 	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{fmt.Sprintf("%v: 404 on %s, each logged by the server asked alone", paths, strings.Join(ev, ", "))}}
+}
+
+// unmoved judges mvp.route.no-false-forwarding on server's rerouted
+// counter before and after it was asked for paths no server serves:
+// what it says for the evidence, or the failure. A server other than the
+// first older one (mayLack) may not export the counter at all.
+func unmoved(server string, mayLack bool, paths []string, before, after metrics.Snapshot) (string, *certify.Verdict) {
+	const id = "mvp.route.no-false-forwarding"
+	d, err := metrics.Delta(before, after, rerouted, map[string]string{"code": "404"})
+	var v certify.Verdict
+	switch {
+	case errors.Is(err, metrics.ErrNotExported) && mayLack:
+		return server + " (counter not exported: never forwarded)", nil
+	case err != nil:
+		v = fail(id, "%s: %v", server, err)
+	case d != 0:
+		v = fail(id, "%s{code=404} on %s moved by %g for paths no server serves (%v): forwarded", rerouted, server, d, paths)
+	default:
+		return server + " (counter unmoved)", nil
+	}
+	return "", &v
 }
 
 // CheckLoopGuard judges mvp.route.loop-guard: the window's resource asked
@@ -581,6 +628,16 @@ func CheckLoopGuard(ctx context.Context, w *Window) certify.Verdict {
 	if err != nil {
 		return fail(id, "%v", err)
 	}
+	return loopGuardVerdict(old, path, marked, before, after, func() error {
+		return cs.Discovery().RESTClient().Get().AbsPath(path).Do(ctx).Error()
+	})
+}
+
+// loopGuardVerdict judges mvp.route.loop-guard on how old answered path
+// marked proxied (marked) and its scrapes around it; unmarked asks for the
+// same path unmarked, once the marked request held.
+func loopGuardVerdict(old Server, path string, marked error, before, after metrics.Snapshot, unmarked func() error) certify.Verdict {
+	const id = "mvp.route.loop-guard"
 	if !apierrors.IsNotFound(marked) {
 		return fail(id, "%s marked proxied, through %s (%s): %v, want its own 404", path, old.Name, old.Version, marked)
 	}
@@ -591,7 +648,7 @@ func CheckLoopGuard(ctx context.Context, w *Window) certify.Verdict {
 	if d != 0 {
 		return fail(id, "%s{code=404} on %s moved by %g for a request marked proxied: forwarded again", rerouted, old.Name, d)
 	}
-	if err := cs.Discovery().RESTClient().Get().AbsPath(path).Do(ctx).Error(); err != nil {
+	if err := unmarked(); err != nil {
 		return fail(id, "%s unmarked, through %s: %v, want it forwarded", path, old.Name, err)
 	}
 	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{
@@ -686,15 +743,8 @@ func CheckScope(ctx context.Context, c *cluster.Cluster, w *Window) certify.Verd
 		start := time.Now()
 		aggErr := src.Get().AbsPath("/apis/certify-agg.skewer.io/v1/things").Do(ctx).Error()
 		took := time.Since(start)
-		var code int32
-		if st, ok := aggErr.(apierrors.APIStatus); ok {
-			code = st.Status().Code
-		}
-		switch {
-		case crdErr != nil:
-			return fail(id, "a CRD's widgets on %s (%s): %v", s.Name, s.Version, crdErr)
-		case code != 503 || took > fastFail:
-			return fail(id, "an APIService without a backend on %s (%s): %v in %s, want 503 within %s", s.Name, s.Version, aggErr, took.Round(time.Millisecond), fastFail)
+		if v := scopeAnswers(s, crdErr, aggErr, took); v != nil {
+			return *v
 		}
 		if err := notForwarded(ctx, c, s, all, ids.all()); err != nil {
 			return fail(id, "%v", err)
@@ -702,6 +752,27 @@ func CheckScope(ctx context.Context, c *cluster.Cluster, w *Window) certify.Verd
 		ev = append(ev, fmt.Sprintf("%s: widgets 200, APIService 503 in %s", s.Name, took.Round(time.Millisecond)))
 	}
 	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: append(ev, "each logged by the server asked alone")}
+}
+
+// scopeAnswers judges mvp.scope.crd-apiservice on how s answered for
+// the CRD's widgets (crdErr) and for the APIService without a backend
+// (aggErr, after took): nil when both held.
+func scopeAnswers(s Server, crdErr, aggErr error, took time.Duration) *certify.Verdict {
+	const id = "mvp.scope.crd-apiservice"
+	var code int32
+	if st, ok := aggErr.(apierrors.APIStatus); ok {
+		code = st.Status().Code
+	}
+	var v certify.Verdict
+	switch {
+	case crdErr != nil:
+		v = fail(id, "a CRD's widgets on %s (%s): %v", s.Name, s.Version, crdErr)
+	case code != 503 || took > fastFail:
+		v = fail(id, "an APIService without a backend on %s (%s): %v in %s, want 503 within %s", s.Name, s.Version, aggErr, took.Round(time.Millisecond), fastFail)
+	default:
+		return nil
+	}
+	return &v
 }
 
 // NewerOnly is what the apiservers at newer serve locally and every

@@ -95,15 +95,25 @@ func CheckPeerLink(ctx context.Context, c *cluster.Cluster, w *Window) []certify
 	slow, slowMade := l.slowLink(ctx)
 	dup := certify.Errored(dupID, "no sample object of %s (add one at %s): no write to make", w.Resource.Key(), samplePath(w.Resource))
 	if l.obj != nil {
-		dup = certify.Verdict{ID: dupID, Outcome: certify.Pass, Evidence: []string{holeMade.said, slowMade.said}}
-		for _, w := range []written{holeMade, slowMade} {
-			if w.bad {
-				dup = certify.Verdict{ID: dupID, Outcome: certify.Fail, Evidence: dup.Evidence, Reason: w.said}
-				break
-			}
-		}
+		dup = dupVerdict(holeMade, slowMade)
 	}
 	return []certify.Verdict{hole, slow, dup}
+}
+
+// dupVerdict judges mvp.fault.no-duplicate-write on what the writes
+// under the faults made.
+func dupVerdict(made ...written) certify.Verdict {
+	const id = "mvp.fault.no-duplicate-write"
+	var said []string
+	for _, w := range made {
+		said = append(said, w.said)
+	}
+	for _, w := range made {
+		if w.bad {
+			return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: said, Reason: w.said}
+		}
+	}
+	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: said}
 }
 
 // blackHoleBound is how long a request through an apiserver run with
@@ -215,10 +225,16 @@ func (l *linkRun) mostMade(ctx context.Context, what string, d time.Duration) wr
 			break
 		}
 	}
+	return countedWrite(what, most, l.w.New[0].Name, d)
+}
+
+// countedWrite is what a write made: most objects, counted through
+// server for d; more than one is a duplicate.
+func countedWrite(what string, most int, server string, d time.Duration) written {
 	if most > 1 {
 		return written{said: fmt.Sprintf("%s made %d objects: retried into a duplicate", what, most), bad: true}
 	}
-	return written{said: fmt.Sprintf("%s made %d object(s), counted through %s for %s", what, most, l.w.New[0].Name, d)}
+	return written{said: fmt.Sprintf("%s made %d object(s), counted through %s for %s", what, most, server, d)}
 }
 
 func (l *linkRun) cleanUp(ctx context.Context) {
@@ -269,27 +285,35 @@ func (l *linkRun) blackHole(ctx context.Context) (certify.Verdict, written) {
 	if _, ok := tried["create"]; ok {
 		made = l.mostMade(ctx, "the create under the black hole", 3*time.Second)
 	}
+	return holeVerdict(f.Name(), l.w.Resource.Key(), l.w.Old[0].Name, l.holeBound, tried), made
+}
+
+// holeVerdict judges mvp.fault.black-hole on how the list and the create
+// tried through entry under the fault named fault ended, bound being
+// blackHoleBound of the entry's flags.
+func holeVerdict(fault, key, entry string, bound time.Duration, tried map[string]Attempt) certify.Verdict {
+	const id = "mvp.fault.black-hole"
 	var bad, ev []string
 	for _, what := range []string{"list", "create"} {
 		a, ok := tried[what]
 		if !ok {
 			continue
 		}
-		ev = append(ev, fmt.Sprintf("%s: %s %s through %s: %s", f.Name(), what, l.w.Resource.Key(), l.w.Old[0].Name, a))
+		ev = append(ev, fmt.Sprintf("%s: %s %s through %s: %s", fault, what, key, entry, a))
 		switch {
 		case a.Code == 404:
 			bad = append(bad, fmt.Sprintf("%s answered 404 (a false 404: the resource exists): %s", what, a))
 		case a.Code != 503 && a.Code != 504:
 			bad = append(bad, fmt.Sprintf("%s: want an explicit 503 or the entry's 504 timeout: %s", what, a))
-		case a.Took >= l.holeBound:
-			bad = append(bad, fmt.Sprintf("%s answered after %s, past the bound %s: %s", what, a.Took.Round(100*time.Millisecond), l.holeBound, a))
+		case a.Took >= bound:
+			bad = append(bad, fmt.Sprintf("%s answered after %s, past the bound %s: %s", what, a.Took.Round(100*time.Millisecond), bound, a))
 		}
 	}
-	ev = append(ev, fmt.Sprintf("bound %s: %s's --request-timeout and %s", l.holeBound, l.w.Old[0].Name, holeMargin))
+	ev = append(ev, fmt.Sprintf("bound %s: %s's --request-timeout and %s", bound, entry, holeMargin))
 	if len(bad) > 0 {
-		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Reason: strings.Join(bad, "; ")}, made
+		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Reason: strings.Join(bad, "; ")}
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}, made
+	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
 }
 
 // slowLink judges mvp.fault.slow-link and says what the write between the
@@ -297,7 +321,7 @@ func (l *linkRun) blackHole(ctx context.Context) (certify.Verdict, written) {
 func (l *linkRun) slowLink(ctx context.Context) (certify.Verdict, written) {
 	const id = "mvp.fault.slow-link"
 	slow := func(d time.Duration) *faults.SlowLink { return &faults.SlowLink{From: l.old, To: l.peer, Delay: d} }
-	var bad, ev []string
+	var seen slowSeen
 
 	// Below: +100 ms each way, five reads, each at least a round trip slower.
 	api, err := l.api(30 * time.Second)
@@ -315,14 +339,7 @@ func (l *linkRun) slowLink(ctx context.Context) (certify.Verdict, written) {
 	}); err != nil {
 		return fail(id, "%v", err), uncounted(err)
 	}
-	var took []string
-	for _, a := range below {
-		took = append(took, a.Took.Round(10*time.Millisecond).String())
-		if a.Code != 200 || a.Took < 200*time.Millisecond {
-			bad = append(bad, fmt.Sprintf("%s: want 200 in at least a round trip (200ms): %s", f.Name(), a))
-		}
-	}
-	ev = append(ev, fmt.Sprintf("%s: 5 lists through %s: %v in %s", f.Name(), l.w.Old[0].Name, Codes(below), strings.Join(took, ", ")))
+	seen.below, seen.belowFault = below, f.Name()
 
 	// Between: +3 s each way. The TLS handshake takes 6 s, the create
 	// reaches the peer at ~9 s, its answer would be back at ~12 s; the
@@ -336,10 +353,7 @@ func (l *linkRun) slowLink(ctx context.Context) (certify.Verdict, written) {
 		f = slow(3 * time.Second)
 		if err := l.with(ctx, f, func() error {
 			a, _ := l.write(ctx, wapi, time.Now())
-			ev = append(ev, fmt.Sprintf("%s: create through %s with a 10.5 s client timeout: %s", f.Name(), l.w.Old[0].Name, a))
-			if a.Code == 404 {
-				bad = append(bad, fmt.Sprintf("%s: create answered 404: %s", f.Name(), a))
-			}
+			seen.between, seen.betweenFault = &a, f.Name()
 			made = l.mostMade(ctx, "the create given up at +3 s each way", 8*time.Second)
 			return nil
 		}); err != nil {
@@ -360,14 +374,45 @@ func (l *linkRun) slowLink(ctx context.Context) (certify.Verdict, written) {
 	}); err != nil {
 		return fail(id, "%v", err), made
 	}
-	ev = append(ev, fmt.Sprintf("%s: list through %s: %s", f.Name(), l.w.Old[0].Name, above))
-	if above.Code != 503 || above.Took >= slowAboveBound {
-		bad = append(bad, fmt.Sprintf("%s: want an explicit 503 within %s (past the TLS handshake timeout): %s", f.Name(), slowAboveBound, above))
+	seen.above, seen.aboveFault = above, f.Name()
+	return slowVerdict(l.w.Old[0].Name, seen), made
+}
+
+// slowSeen is what the slow-link check saw through the entry, with each
+// fault's name: the reads below the timeouts, the create between them
+// (nil without a sample object), the read above them.
+type slowSeen struct {
+	below                                []Attempt
+	between                              *Attempt
+	above                                Attempt
+	belowFault, betweenFault, aboveFault string
+}
+
+// slowVerdict judges mvp.fault.slow-link on what was seen through entry.
+func slowVerdict(entry string, seen slowSeen) certify.Verdict {
+	const id = "mvp.fault.slow-link"
+	var bad, ev, took []string
+	for _, a := range seen.below {
+		took = append(took, a.Took.Round(10*time.Millisecond).String())
+		if a.Code != 200 || a.Took < 200*time.Millisecond {
+			bad = append(bad, fmt.Sprintf("%s: want 200 in at least a round trip (200ms): %s", seen.belowFault, a))
+		}
+	}
+	ev = append(ev, fmt.Sprintf("%s: 5 lists through %s: %v in %s", seen.belowFault, entry, Codes(seen.below), strings.Join(took, ", ")))
+	if a := seen.between; a != nil {
+		ev = append(ev, fmt.Sprintf("%s: create through %s with a 10.5 s client timeout: %s", seen.betweenFault, entry, *a))
+		if a.Code == 404 {
+			bad = append(bad, fmt.Sprintf("%s: create answered 404: %s", seen.betweenFault, *a))
+		}
+	}
+	ev = append(ev, fmt.Sprintf("%s: list through %s: %s", seen.aboveFault, entry, seen.above))
+	if seen.above.Code != 503 || seen.above.Took >= slowAboveBound {
+		bad = append(bad, fmt.Sprintf("%s: want an explicit 503 within %s (past the TLS handshake timeout): %s", seen.aboveFault, slowAboveBound, seen.above))
 	}
 	if len(bad) > 0 {
-		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Reason: strings.Join(bad, "; ")}, made
+		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Reason: strings.Join(bad, "; ")}
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}, made
+	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
 }
 
 // CauseNoCapablePeer is why an older apiserver answers 404 for a resource
@@ -443,8 +488,17 @@ func CheckOnlyPeerGone(ctx context.Context, c *cluster.Cluster, w *Window) certi
 	}); err != nil {
 		return fail(id, "%v", err)
 	}
+	ev := []string{fmt.Sprintf("%s: %s through %s every second for %s: %v; %s", f.Name(), w.Resource.Key(), old.Name, d, Codes(as), strings.Join(messages(as), ", ")), leaseSeen}
+	return onlyGoneVerdict(old.Name, gone.Name, as, timeout, goneAt, ev)
+}
+
+// onlyGoneVerdict judges mvp.fault.only-peer-gone on the attempts made
+// through entry, each given timeout, with its only capable peer gone
+// stopped, goneAt being when the peer's identity Lease was seen gone (zero
+// if it was not, or came back); ev is what was seen.
+func onlyGoneVerdict(entry, gone string, as []Attempt, timeout time.Duration, goneAt time.Time, ev []string) certify.Verdict {
+	const id = "mvp.fault.only-peer-gone"
 	codes := Codes(as)
-	ev := []string{fmt.Sprintf("%s: %s through %s every second for %s: %v; %s", f.Name(), w.Resource.Key(), old.Name, d, codes, strings.Join(messages(as), ", ")), leaseSeen}
 	var bad, causes []string
 	for _, a := range as {
 		switch {
@@ -462,7 +516,7 @@ func CheckOnlyPeerGone(ctx context.Context, c *cluster.Cluster, w *Window) certi
 	}
 	if len(bad) > 0 {
 		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Causes: causes,
-			Reason: fmt.Sprintf("with its only capable peer %s stopped, %s: %s", gone.Name, old.Name, strings.Join(bad[:min(3, len(bad))], "; "))}
+			Reason: fmt.Sprintf("with its only capable peer %s stopped, %s: %s", gone, entry, strings.Join(bad[:min(3, len(bad))], "; "))}
 	}
 	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
 }

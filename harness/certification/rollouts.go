@@ -58,25 +58,49 @@ func CheckRefusesBadInput(ctx context.Context, c *cluster.Cluster, pair certify.
 		tc.in.Runner = &rollout.Runner{Out: io.Discard}
 		err := rollout.Roll(ctx, c, tc.in)
 		what := fmt.Sprintf("a rollout to %s (%s, pause after %d)", tc.in.To, tc.in.Strategy, tc.in.PauseAfter)
-		switch {
-		case err == nil:
-			return fail(id, "%s was not refused", what)
-		case !strings.Contains(err.Error(), tc.want):
-			return fail(id, "%s was refused with %q, which does not say %q", what, err, tc.want)
-		case len(tc.in.Runner.Steps) > 0:
-			return fail(id, "%s was refused after %d step(s)", what, len(tc.in.Runner.Steps))
+		if v := refusal(what, tc.want, err, len(tc.in.Runner.Steps)); v != nil {
+			return *v
 		}
 		after, serr := Snapshot(ctx, c)
 		if serr != nil {
 			return fail(id, "%v", serr)
 		}
-		if after != before {
-			return fail(id, "%s was refused but changed the cluster: before\n%s\nafter\n%s", what, before, after)
+		if v := unchanged(what, before, after); v != nil {
+			return *v
 		}
 		ev = append(ev, fmt.Sprintf("%s: %v", what, err))
 	}
 	ev = append(ev, "the cluster unchanged after each (containers, ClusterConfiguration, versions, cordons, rollout record)")
 	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
+}
+
+// refusal judges rollout.refuses-bad-input on how what (a rollout the
+// input forbids) ended: err, which must say want, after steps steps,
+// which must be none. Nil when it was refused so.
+func refusal(what, want string, err error, steps int) *certify.Verdict {
+	const id = "rollout.refuses-bad-input"
+	var v certify.Verdict
+	switch {
+	case err == nil:
+		v = fail(id, "%s was not refused", what)
+	case !strings.Contains(err.Error(), want):
+		v = fail(id, "%s was refused with %q, which does not say %q", what, err, want)
+	case steps > 0:
+		v = fail(id, "%s was refused after %d step(s)", what, steps)
+	default:
+		return nil
+	}
+	return &v
+}
+
+// unchanged judges rollout.refuses-bad-input on the cluster's Snapshot
+// before and after what was refused. Nil when they are the same.
+func unchanged(what, before, after string) *certify.Verdict {
+	if after == before {
+		return nil
+	}
+	v := fail("rollout.refuses-bad-input", "%s was refused but changed the cluster: before\n%s\nafter\n%s", what, before, after)
+	return &v
 }
 
 // CheckInterruptedRecovers judges rollout.interrupted-recovers: a surge
@@ -142,11 +166,20 @@ func CheckInterruptedRecovers(ctx context.Context, c *cluster.Cluster, pair cert
 	if err != nil {
 		return fail(id, "%v", err)
 	}
-	if after != snap {
-		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Reason: fmt.Sprintf("the rollback left the cluster other than before the rollout: before\n%s\nafter\n%s", snap, after)}
+	return recoveredVerdict(ev, snap, after, time.Since(start), versions)
+}
+
+// recoveredVerdict judges rollout.interrupted-recovers once the rollback
+// of the interrupted rollout is done, in took, leaving the control planes
+// at versions: the cluster's Snapshot after it must be the one before the
+// rollout. ev is what was seen so far.
+func recoveredVerdict(ev []string, before, after string, took time.Duration, versions map[string]version.Version) certify.Verdict {
+	const id = "rollout.interrupted-recovers"
+	if after != before {
+		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Reason: fmt.Sprintf("the rollback left the cluster other than before the rollout: before\n%s\nafter\n%s", before, after)}
 	}
 	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: append(ev, fmt.Sprintf(
-		"rolled back in %s: %v, membership consistent, the object from before intact, and the cluster as before the rollout", time.Since(start).Round(time.Second), versions))}
+		"rolled back in %s: %v, membership consistent, the object from before intact, and the cluster as before the rollout", took.Round(time.Second), versions))}
 }
 
 // Snapshot is what a refused or recovered rollout must leave as it was:

@@ -159,60 +159,102 @@ func CheckTrust(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Ve
 		return atPeer != nil && entry != nil && forgedEntry != nil && allowedEntry != nil && forgedAtPeer != nil && markedEntry != nil, "", nil
 	})
 
-	var out []certify.Verdict
-	switch {
-	case allowedID == "":
-		out = append(out, fail(identity, "the list through %s came back without an Audit-Id", old.Name))
-	case atPeer == nil:
-		out = append(out, fail(identity, "no newer apiserver (%v) logged audit ID %s of %s's list through %s", names(w.New), allowedID, readerUser, old.Name))
-	case atPeer.User.Username != readerUser || !slices.Contains(atPeer.User.Groups, "system:serviceaccounts"):
-		out = append(out, fail(identity, "%s logged audit ID %s as %q %v, not as %s", peerName, allowedID, atPeer.User.Username, atPeer.User.Groups, readerUser))
-	case allowedEntry == nil:
-		out = append(out, fail(identity, "%s did not log audit ID %s of %s's list", old.Name, allowedID, readerUser))
-	case !slices.Equal(atPeer.User.Groups, allowedEntry.User.Groups) || !equalExtra(atPeer.User.Extra, allowedEntry.User.Extra):
-		out = append(out, fail(identity, "audit ID %s: %s logged groups %v and extra %v, the entry server %s groups %v and extra %v",
-			allowedID, peerName, atPeer.User.Groups, atPeer.User.Extra, old.Name, allowedEntry.User.Groups, allowedEntry.User.Extra))
-	default:
-		out = append(out, certify.Verdict{ID: identity, Outcome: certify.Pass, Evidence: []string{
-			fmt.Sprintf("audit ID %s: %s listed %s through %s; %s logged it as %s %v with the entry server's extra %v", allowedID, readerUser, r.Key(), old.Name, peerName, atPeer.User.Username, atPeer.User.Groups, atPeer.User.Extra)}})
-	}
+	seen := trustSeen{reader: readerUser, nobody: nobodyUser, verb: verb, key: r.Key(), entry: old.Name, peers: names(w.New),
+		allowedID: allowedID, peer: peerName, atPeer: atPeer, allowedEntry: allowedEntry,
+		deny: deny, forged: forged, deniedID: deniedID, forgedID: forgedID, deniedAtPeers: deniedAtPeers, deniedEntry: entry, forgedEntry: forgedEntry,
+		uidHeaders: func(node string) string { return uidHeaders(ctx, c, node) }}
+	out := []certify.Verdict{identityVerdict(seen)}
 	out = append(out, forgedHeaders(forgedVerdictInput{
 		reader: readerUser, entry: old.Name, forwarded: forwardedForged, forwardedID: forwardedForgedID, atPeer: forgedAtPeer,
 		marked: marked, markedID: markedID, markedEntry: markedEntry, markedAtPeers: markedAtPeers,
 		denied: forged, deniedID: forgedID, deniedEntry: forgedEntry, nobody: nobodyUser,
 	}))
-	// The UID travels in its own header (X-Remote-Uid), which a peer reads
-	// only when its --requestheader-uid-headers names it.
+	return append(out, uidVerdict(seen), rbacVerdict(seen))
+}
+
+// trustSeen is what CheckTrust saw: the allowed user's list (reader,
+// through entry, logged by peer), and the denied user's request (nobody
+// asking to verb key), plain and with identity headers forged.
+type trustSeen struct {
+	reader, nobody, verb, key, entry string
+	// peers are the newer apiservers' names.
+	peers []string
+	// The allowed list: its audit ID, the peer that logged it and the
+	// final events at the peer and at the entry.
+	allowedID, peer      string
+	atPeer, allowedEntry *audit.Event
+	// The denied requests: how each was answered, their audit IDs, the
+	// peers that logged either, and their final events at the entry.
+	deny, forged             error
+	deniedID, forgedID       string
+	deniedAtPeers            []string
+	deniedEntry, forgedEntry *audit.Event
+	// uidHeaders says what a node's apiserver runs with as
+	// --requestheader-uid-headers: the evidence of a UID lost.
+	uidHeaders func(node string) string
+}
+
+// identityVerdict judges mvp.trust.identity: the peer logged the
+// allowed list as the reader, with the entry's groups and extra.
+func identityVerdict(in trustSeen) certify.Verdict {
+	const identity = "mvp.trust.identity"
 	switch {
-	case atPeer == nil || allowedEntry == nil:
-		out = append(out, fail(uid, "no audit event of %s's list at both servers (audit ID %s)", readerUser, allowedID))
-	case allowedEntry.User.UID == "":
-		out = append(out, fail(uid, "%s logged %s without a UID: nothing to compare", old.Name, readerUser))
-	case atPeer.User.UID != allowedEntry.User.UID:
-		v := fail(uid, "audit ID %s: the entry server %s logged %s with UID %s, the peer %s with UID %q", allowedID, old.Name, readerUser, allowedEntry.User.UID, peerName, atPeer.User.UID)
-		v.Evidence = []string{fmt.Sprintf("%s --requestheader-uid-headers: %s", peerName, uidHeaders(ctx, c, peerName))}
-		out = append(out, v)
-	default:
-		out = append(out, certify.Verdict{ID: uid, Outcome: certify.Pass, Evidence: []string{
-			fmt.Sprintf("audit ID %s: UID %s at %s and at %s", allowedID, atPeer.User.UID, old.Name, peerName)}})
+	case in.allowedID == "":
+		return fail(identity, "the list through %s came back without an Audit-Id", in.entry)
+	case in.atPeer == nil:
+		return fail(identity, "no newer apiserver (%v) logged audit ID %s of %s's list through %s", in.peers, in.allowedID, in.reader, in.entry)
+	case in.atPeer.User.Username != in.reader || !slices.Contains(in.atPeer.User.Groups, "system:serviceaccounts"):
+		return fail(identity, "%s logged audit ID %s as %q %v, not as %s", in.peer, in.allowedID, in.atPeer.User.Username, in.atPeer.User.Groups, in.reader)
+	case in.allowedEntry == nil:
+		return fail(identity, "%s did not log audit ID %s of %s's list", in.entry, in.allowedID, in.reader)
+	case !slices.Equal(in.atPeer.User.Groups, in.allowedEntry.User.Groups) || !equalExtra(in.atPeer.User.Extra, in.allowedEntry.User.Extra):
+		return fail(identity, "audit ID %s: %s logged groups %v and extra %v, the entry server %s groups %v and extra %v",
+			in.allowedID, in.peer, in.atPeer.User.Groups, in.atPeer.User.Extra, in.entry, in.allowedEntry.User.Groups, in.allowedEntry.User.Extra)
 	}
+	return certify.Verdict{ID: identity, Outcome: certify.Pass, Evidence: []string{
+		fmt.Sprintf("audit ID %s: %s listed %s through %s; %s logged it as %s %v with the entry server's extra %v", in.allowedID, in.reader, in.key, in.entry, in.peer, in.atPeer.User.Username, in.atPeer.User.Groups, in.atPeer.User.Extra)}}
+}
+
+// uidVerdict judges mvp.trust.uid: the peer logged the allowed list with
+// the UID the entry logged. The UID travels in its own header
+// (X-Remote-Uid), which a peer reads only when its
+// --requestheader-uid-headers names it.
+func uidVerdict(in trustSeen) certify.Verdict {
+	const uid = "mvp.trust.uid"
 	switch {
-	case !apierrors.IsForbidden(deny):
-		out = append(out, fail(rbac, "%s asking to %s %s through %s: %v, want 403", nobodyUser, verb, r.Key(), old.Name, deny))
-	case !apierrors.IsForbidden(forged):
-		out = append(out, fail(rbac, "%s asking to %s %s through %s with forged X-Remote-User/X-Remote-Group (system:masters): %v, want 403", nobodyUser, verb, r.Key(), old.Name, forged))
-	case len(deniedAtPeers) > 0:
-		out = append(out, fail(rbac, "denied requests reached %v", deniedAtPeers))
-	case entry == nil || entry.ResponseStatus == nil || entry.ResponseStatus.Code != http.StatusForbidden:
-		out = append(out, fail(rbac, "%s did not log the denied request (audit ID %s) with 403", old.Name, deniedID))
-	case forgedEntry == nil || forgedEntry.User.Username != nobodyUser:
-		out = append(out, fail(rbac, "%s did not log the forged request (audit ID %s) as %s: %v", old.Name, forgedID, nobodyUser, forgedEntry))
-	default:
-		out = append(out, certify.Verdict{ID: rbac, Outcome: certify.Pass, Evidence: []string{
-			fmt.Sprintf("audit ID %s: %s asking to %s got 403 from %s, which logged it; no newer apiserver logged it", deniedID, nobodyUser, verb, old.Name),
-			fmt.Sprintf("audit ID %s: with X-Remote-User kubernetes-admin and X-Remote-Group system:masters forged, still 403, logged by %s as %s", forgedID, old.Name, forgedEntry.User.Username)}})
+	case in.atPeer == nil || in.allowedEntry == nil:
+		return fail(uid, "no audit event of %s's list at both servers (audit ID %s)", in.reader, in.allowedID)
+	case in.allowedEntry.User.UID == "":
+		return fail(uid, "%s logged %s without a UID: nothing to compare", in.entry, in.reader)
+	case in.atPeer.User.UID != in.allowedEntry.User.UID:
+		v := fail(uid, "audit ID %s: the entry server %s logged %s with UID %s, the peer %s with UID %q", in.allowedID, in.entry, in.reader, in.allowedEntry.User.UID, in.peer, in.atPeer.User.UID)
+		v.Evidence = []string{fmt.Sprintf("%s --requestheader-uid-headers: %s", in.peer, in.uidHeaders(in.peer))}
+		return v
 	}
-	return out
+	return certify.Verdict{ID: uid, Outcome: certify.Pass, Evidence: []string{
+		fmt.Sprintf("audit ID %s: UID %s at %s and at %s", in.allowedID, in.atPeer.User.UID, in.entry, in.peer)}}
+}
+
+// rbacVerdict judges mvp.trust.rbac-at-entry: the denied user got 403
+// from the entry, which logged it as itself, forged headers or not, and
+// no peer logged either request.
+func rbacVerdict(in trustSeen) certify.Verdict {
+	const rbac = "mvp.trust.rbac-at-entry"
+	switch {
+	case !apierrors.IsForbidden(in.deny):
+		return fail(rbac, "%s asking to %s %s through %s: %v, want 403", in.nobody, in.verb, in.key, in.entry, in.deny)
+	case !apierrors.IsForbidden(in.forged):
+		return fail(rbac, "%s asking to %s %s through %s with forged X-Remote-User/X-Remote-Group (system:masters): %v, want 403", in.nobody, in.verb, in.key, in.entry, in.forged)
+	case len(in.deniedAtPeers) > 0:
+		return fail(rbac, "denied requests reached %v", in.deniedAtPeers)
+	case in.deniedEntry == nil || in.deniedEntry.ResponseStatus == nil || in.deniedEntry.ResponseStatus.Code != http.StatusForbidden:
+		return fail(rbac, "%s did not log the denied request (audit ID %s) with 403", in.entry, in.deniedID)
+	case in.forgedEntry == nil || in.forgedEntry.User.Username != in.nobody:
+		return fail(rbac, "%s did not log the forged request (audit ID %s) as %s: %v", in.entry, in.forgedID, in.nobody, in.forgedEntry)
+	}
+	return certify.Verdict{ID: rbac, Outcome: certify.Pass, Evidence: []string{
+		fmt.Sprintf("audit ID %s: %s asking to %s got 403 from %s, which logged it; no newer apiserver logged it", in.deniedID, in.nobody, in.verb, in.entry),
+		fmt.Sprintf("audit ID %s: with X-Remote-User kubernetes-admin and X-Remote-Group system:masters forged, still 403, logged by %s as %s", in.forgedID, in.entry, in.forgedEntry.User.Username)}}
 }
 
 // deniedVerb is the first of list, create and delete that user (a client

@@ -63,19 +63,41 @@ func CheckUntrustedPeer(ctx context.Context, c *cluster.Cluster, w *Window) cert
 	}); err != nil {
 		return fail(id, "%v", err)
 	}
+	return untrustedVerdict(untrustedSeen{fault: f.Name(), key: w.Resource.Key(), entry: old.Name, peer: peer.Name, peerID: peerID,
+		as: as, before: before, after: after, reached: reached},
+		func() (string, time.Time, error) { return rebuiltWithout(ctx, c, old.Name, peerID, injectedAt) })
+}
+
+// untrustedSeen is what the untrusted-peer check saw through entry, with
+// peer (its identity Lease peerID) serving a certificate the peer CA did
+// not sign: the attempts, entry's scrapes around them, and whether any
+// of them reached the peer (reached, from its audit log).
+type untrustedSeen struct {
+	fault, key, entry, peer, peerID string
+	as                              []Attempt
+	before, after                   metrics.Snapshot
+	reached                         error
+}
+
+// untrustedVerdict judges mvp.trust.untrusted-peer on what was seen;
+// rebuilt reads, when a 404 came, the entry's log for the rebuild of its
+// peer cache without the peer, and when it was logged.
+func untrustedVerdict(in untrustedSeen, rebuilt func() (string, time.Time, error)) certify.Verdict {
+	const id = "mvp.trust.untrusted-peer"
+	as, old, peer, peerID, reached := in.as, in.entry, in.peer, in.peerID, in.reached
 	codes := Codes(as)
-	moved503, merr := metrics.Delta(before, after, rerouted, map[string]string{"code": "503"})
-	ev := []string{fmt.Sprintf("%s: %s through %s every 500 ms for 20 s: %v; %s", f.Name(), w.Resource.Key(), old.Name, codes, strings.Join(messages(as), ", ")),
-		fmt.Sprintf("%s{code=503} on %s moved by %g (%v)", rerouted, old.Name, moved503, orOK(merr))}
-	if moved, err := metrics.Delta(before, after, peerDiscoverySyncErrors, nil); err == nil {
-		ev = append(ev, fmt.Sprintf("%s on %s moved by %g", peerDiscoverySyncErrors, old.Name, moved))
+	moved503, merr := metrics.Delta(in.before, in.after, rerouted, map[string]string{"code": "503"})
+	ev := []string{fmt.Sprintf("%s: %s through %s every 500 ms for 20 s: %v; %s", in.fault, in.key, old, codes, strings.Join(messages(as), ", ")),
+		fmt.Sprintf("%s{code=503} on %s moved by %g (%v)", rerouted, old, moved503, orOK(merr))}
+	if moved, err := metrics.Delta(in.before, in.after, peerDiscoverySyncErrors, nil); err == nil {
+		ev = append(ev, fmt.Sprintf("%s on %s moved by %g", peerDiscoverySyncErrors, old, moved))
 	}
 	var bad, causes []string
 	if reached != nil {
 		bad = append(bad, reached.Error())
 		causes = append(causes, certify.UnknownCause)
 	} else {
-		ev = append(ev, fmt.Sprintf("none of the %d requests is in %s's audit log", len(as), peer.Name))
+		ev = append(ev, fmt.Sprintf("none of the %d requests is in %s's audit log", len(as), peer))
 	}
 	for _, a := range as {
 		switch {
@@ -89,21 +111,21 @@ func CheckUntrustedPeer(ctx context.Context, c *cluster.Cluster, w *Window) cert
 	}
 	if n := codes[404]; n > 0 {
 		bad = append(bad, fmt.Sprintf("%d of %d answered 404, not an explicit 503", n, len(as)))
-		line, at, err := rebuiltWithout(ctx, c, old.Name, peerID, injectedAt)
+		line, at, err := rebuilt()
 		if err != nil {
 			ev = append(ev, err.Error())
 		} else if line != "" {
-			ev = append(ev, fmt.Sprintf("%s rebuilt its peer cache without %s (%s) at %s: %s", old.Name, peer.Name, peerID, at.Format("15:04:05.000"), line))
+			ev = append(ev, fmt.Sprintf("%s rebuilt its peer cache without %s (%s) at %s: %s", old, peer, peerID, at.Format("15:04:05.000"), line))
 		}
 		causes = append(causes, notFoundCauses(as, at, CausePeerCacheRebuilt)...)
 	}
 	if n := codes[503]; n > 0 && moved503 < float64(n) {
-		bad = append(bad, fmt.Sprintf("%d answers were 503, but %s{code=503} on %s moved by %g (%v)", n, rerouted, old.Name, moved503, orOK(merr)))
+		bad = append(bad, fmt.Sprintf("%d answers were 503, but %s{code=503} on %s moved by %g (%v)", n, rerouted, old, moved503, orOK(merr)))
 		causes = append(causes, certify.UnknownCause)
 	}
 	if len(bad) > 0 {
 		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Causes: causes,
-			Reason: fmt.Sprintf("with %s serving a certificate the peer CA did not sign, %s: %s", peer.Name, old.Name, strings.Join(bad[:min(3, len(bad))], "; "))}
+			Reason: fmt.Sprintf("with %s serving a certificate the peer CA did not sign, %s: %s", peer, old, strings.Join(bad[:min(3, len(bad))], "; "))}
 	}
 	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
 }

@@ -63,28 +63,45 @@ func CheckGateSwitch(ctx context.Context, c *cluster.Cluster, w *Window) []certi
 		}
 		said := fmt.Sprintf("%s (%s) restarted with %s=false and no --peer-ca-file (kubernetes_feature_enabled %g): list %s answered %v, audit ID %s, while %s serves it",
 			old.Name, old.Version, proxyGate, on, w.Resource.Key(), orOK(lerr), ids.last(), peer.Name)
-		switch {
-		case on != 0:
-			base = fail(baseID, "%s: the gate is still on", said)
-		case !apierrors.IsNotFound(lerr):
-			base = fail(baseID, "%s, not the false 404 of a server with no proxy", said)
-		default:
-			if err := notForwarded(ctx, c, old, slices.Concat(w.Old[1:], w.New), ids.all()); err != nil {
-				base = fail(baseID, "%s; %v", said, err)
-			} else {
-				base = certify.Verdict{ID: baseID, Outcome: certify.Pass, Evidence: []string{said + "; no other apiserver logged it"}}
-			}
-		}
+		base = baselineVerdict(said, on, lerr, func() error {
+			return notForwarded(ctx, c, old, slices.Concat(w.Old[1:], w.New), ids.all())
+		})
 		return nil
 	}); err != nil {
 		return failBoth("%v", err)
 	}
 	took, err := w.RouteWorks(ctx, "default")
-	if err != nil {
-		return []certify.Verdict{base, fail(offID, "with the proxy on again: %v", err)}
+	return []certify.Verdict{base, gateOnAgain(old.Name, w.Resource.Key(), took, err)}
+}
+
+// baselineVerdict judges mvp.route.baseline-false-404 on what the entry
+// restarted with the proxy off said (said): the gate as it reports it
+// (on) and how it answered the list (lerr); servedAlone checks, once the
+// 404 came, that no other apiserver logged the request.
+func baselineVerdict(said string, on float64, lerr error, servedAlone func() error) certify.Verdict {
+	const id = "mvp.route.baseline-false-404"
+	switch {
+	case on != 0:
+		return fail(id, "%s: the gate is still on", said)
+	case !apierrors.IsNotFound(lerr):
+		return fail(id, "%s, not the false 404 of a server with no proxy", said)
 	}
-	return []certify.Verdict{base, {ID: offID, Outcome: certify.Pass, Evidence: []string{fmt.Sprintf(
-		"%s with its flags as before forwards %s again %s after its restart", old.Name, w.Resource.Key(), took.Round(100*time.Millisecond))}}}
+	if err := servedAlone(); err != nil {
+		return fail(id, "%s; %v", said, err)
+	}
+	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{said + "; no other apiserver logged it"}}
+}
+
+// gateOnAgain judges mvp.rollback.gate-off on whether entry, with its
+// flags as before, routed key again (err from RouteWorks), took after its
+// restart.
+func gateOnAgain(entry, key string, took time.Duration, err error) certify.Verdict {
+	const id = "mvp.rollback.gate-off"
+	if err != nil {
+		return fail(id, "with the proxy on again: %v", err)
+	}
+	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{fmt.Sprintf(
+		"%s with its flags as before forwards %s again %s after its restart", entry, key, took.Round(100*time.Millisecond))}}
 }
 
 // featureEnabled is kubernetes_feature_enabled{name=gate} on s.
@@ -137,7 +154,6 @@ const CauseTransportUncounted = "transport-error-uncounted"
 //
 // The flag and the links are put back before it returns.
 func CheckRuntimeConfig(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Verdict {
-	routeID := VariantPromises[0]
 	failAll := func(format string, args ...any) []certify.Verdict {
 		var out []certify.Verdict
 		for _, id := range VariantPromises {
@@ -168,10 +184,7 @@ func CheckRuntimeConfig(ctx context.Context, c *cluster.Cluster, w *Window) []ce
 			return err
 		}
 		ids := &auditIDs{}
-		route := CheckRouteVerbs(ctx, rw, "default", ids)
-		route.ID = routeID
-		route.Evidence = append([]string{fmt.Sprintf("%s off on %s (%s) by --runtime-config; served through it by forwarding %s after its restart",
-			variantGroupVersion, entry.Name, entry.Version, took.Round(100*time.Millisecond))}, route.Evidence...)
+		route := runtimeConfigRoute(CheckRouteVerbs(ctx, rw, "default", ids), entry, took)
 		out = append(out, route, CheckRerouted(ctx, rw, "default", 4))
 		out = append(out, CheckAudit(ctx, c, rw, ids.all())...)
 		out = append(out, transportErrorsCounted(ctx, c, rw), CheckBetaDefault(ctx, c, rw))
@@ -180,6 +193,16 @@ func CheckRuntimeConfig(ctx context.Context, c *cluster.Cluster, w *Window) []ce
 		return failAll("%v", err)
 	}
 	return out
+}
+
+// runtimeConfigRoute is mvp.route.runtime-config: the routing check's
+// verdict through entry, restarted with variantGroupVersion off, whose
+// route worked took after its restart.
+func runtimeConfigRoute(route certify.Verdict, entry Server, took time.Duration) certify.Verdict {
+	route.ID = VariantPromises[0]
+	route.Evidence = append([]string{fmt.Sprintf("%s off on %s (%s) by --runtime-config; served through it by forwarding %s after its restart",
+		variantGroupVersion, entry.Name, entry.Version, took.Round(100*time.Millisecond))}, route.Evidence...)
+	return route
 }
 
 // variantWindow is the window the variant makes: entry lacking

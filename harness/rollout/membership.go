@@ -222,6 +222,13 @@ func CheckMembership(ctx context.Context, c *cluster.Cluster) error {
 	if err != nil {
 		return err
 	}
+	return MembershipDiff(names, backends, members, leases, lb)
+}
+
+// MembershipDiff says how etcd's members, the apiserver identity leases
+// and the load balancer's backends (lb) differ from the control planes
+// (names, and backends: their apiserver addresses), each list sorted.
+func MembershipDiff(names, backends, members, leases, lb []string) error {
 	var diffs []string
 	for _, d := range []struct {
 		what      string

@@ -48,10 +48,11 @@ func (s *Sidecars) CheckJobs(ctx context.Context) certify.Verdict {
 			}
 			job = j
 			state := s.jobPods(ctx, ns, name)
-			if j.Status.Failed > 0 {
-				return false, "", fmt.Errorf("the Job %s failed: %s", name, state)
+			done, err := jobCompleted(j, state)
+			if err != nil {
+				return false, "", err
 			}
-			return j.Status.CompletionTime != nil, state, nil
+			return done, state, nil
 		})
 		if err != nil {
 			return nil, err
@@ -69,6 +70,16 @@ func (s *Sidecars) CheckJobs(ctx context.Context) certify.Verdict {
 		return []string{fmt.Sprintf("the Job with a native sidecar completed %s after creation; the Job with the helper as a regular container, %s after creation: %s (%s)",
 			took.Round(time.Second), (took + legacyJobWatch).Round(time.Second), map[bool]string{true: "still running", false: "completed"}[stillRunning], s.jobPods(ctx, ns, legacy))}, nil
 	})
+}
+
+// jobCompleted judges sidecar.job.completes on a Job with a native
+// sidecar as last read (state: where its Pods stand): done once it
+// completed, an error once it failed.
+func jobCompleted(j *batchv1.Job, state string) (bool, error) {
+	if j.Status.Failed > 0 {
+		return false, fmt.Errorf("the Job %s failed: %s", j.Name, state)
+	}
+	return j.Status.CompletionTime != nil, nil
 }
 
 func jobName(i int, withSidecar bool) string {
@@ -150,28 +161,35 @@ func (s *Sidecars) CheckJobSidecarCrashes(ctx context.Context) certify.Verdict {
 		if err != nil {
 			return nil, err
 		}
-		if len(pods.Items) != 1 {
-			return nil, fmt.Errorf("the Job made %d Pods, want 1: %s", len(pods.Items), s.jobPods(ctx, ns, name))
-		}
-		p := &pods.Items[0]
-		sidecar, app := p.Status.InitContainerStatuses, p.Status.ContainerStatuses
-		switch {
-		case len(sidecar) != 1 || len(app) != 1:
-			return nil, fmt.Errorf("the Pod's statuses are not one sidecar and one app: %s", containerStates(p))
-		case job.Status.CompletionTime == nil || job.Status.Failed != 0 || job.Status.Succeeded != 1:
-			return nil, fmt.Errorf("the Job did not complete on its app's exit 0 (succeeded %d, failed %d): %s", job.Status.Succeeded, job.Status.Failed, containerStates(p))
-		case app[0].State.Terminated == nil || app[0].State.Terminated.ExitCode != 0 || app[0].RestartCount != 0:
-			return nil, fmt.Errorf("the app did not run once to exit 0: %s", containerStates(p))
-		case sidecar[0].RestartCount == 0:
-			return nil, fmt.Errorf("the sidecar never restarted: it was told to crash 2 s after each start: %s", containerStates(p))
-		case p.Status.Phase != corev1.PodSucceeded:
-			return nil, fmt.Errorf("the Pod ended %s, want Succeeded: %s", p.Status.Phase, containerStates(p))
-		}
-		last := "none"
-		if t := sidecar[0].LastTerminationState.Terminated; t != nil {
-			last = fmt.Sprintf("%s, exit %d", t.Reason, t.ExitCode)
-		}
-		return []string{fmt.Sprintf("the Job Complete %s after creation (succeeded %d, failed %d, backoffLimit 0), its Pod %s; its sidecar restarted %d times (last crash: %s), reported apart from the Job's result",
-			job.Status.CompletionTime.Sub(job.CreationTimestamp.Time).Round(time.Second), job.Status.Succeeded, job.Status.Failed, p.Status.Phase, sidecar[0].RestartCount, last)}, nil
+		return judgeCrashLoopJob(job, pods.Items, func() string { return s.jobPods(ctx, ns, name) })
 	})
+}
+
+// judgeCrashLoopJob judges sidecar.job.sidecar-crashes on the Job once it
+// ended and its Pods (state says where they stand): complete on its app's
+// exit 0, its sidecar restarted, reported apart.
+func judgeCrashLoopJob(job *batchv1.Job, pods []corev1.Pod, state func() string) ([]string, error) {
+	if len(pods) != 1 {
+		return nil, fmt.Errorf("the Job made %d Pods, want 1: %s", len(pods), state())
+	}
+	p := &pods[0]
+	sidecar, app := p.Status.InitContainerStatuses, p.Status.ContainerStatuses
+	switch {
+	case len(sidecar) != 1 || len(app) != 1:
+		return nil, fmt.Errorf("the Pod's statuses are not one sidecar and one app: %s", containerStates(p))
+	case job.Status.CompletionTime == nil || job.Status.Failed != 0 || job.Status.Succeeded != 1:
+		return nil, fmt.Errorf("the Job did not complete on its app's exit 0 (succeeded %d, failed %d): %s", job.Status.Succeeded, job.Status.Failed, containerStates(p))
+	case app[0].State.Terminated == nil || app[0].State.Terminated.ExitCode != 0 || app[0].RestartCount != 0:
+		return nil, fmt.Errorf("the app did not run once to exit 0: %s", containerStates(p))
+	case sidecar[0].RestartCount == 0:
+		return nil, fmt.Errorf("the sidecar never restarted: it was told to crash 2 s after each start: %s", containerStates(p))
+	case p.Status.Phase != corev1.PodSucceeded:
+		return nil, fmt.Errorf("the Pod ended %s, want Succeeded: %s", p.Status.Phase, containerStates(p))
+	}
+	last := "none"
+	if t := sidecar[0].LastTerminationState.Terminated; t != nil {
+		last = fmt.Sprintf("%s, exit %d", t.Reason, t.ExitCode)
+	}
+	return []string{fmt.Sprintf("the Job Complete %s after creation (succeeded %d, failed %d, backoffLimit 0), its Pod %s; its sidecar restarted %d times (last crash: %s), reported apart from the Job's result",
+		job.Status.CompletionTime.Sub(job.CreationTimestamp.Time).Round(time.Second), job.Status.Succeeded, job.Status.Failed, p.Status.Phase, sidecar[0].RestartCount, last)}, nil
 }

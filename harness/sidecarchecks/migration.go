@@ -81,6 +81,24 @@ func (s *Sidecars) migrateInBatches(ctx context.Context, targets []sidecar.Targe
 	if err != nil {
 		return nil, err
 	}
+	ev, err := stoppedAtBreach(results)
+	if err != nil {
+		return ev, err
+	}
+	third, err := s.cs.AppsV1().Deployments(targets[2].Namespace).Get(ctx, targets[2].Name, metav1.GetOptions{})
+	if err != nil {
+		return ev, err
+	}
+	if _, touched := third.Annotations[sidecar.LegacyAnnotation]; touched || sidecar.TemplateHash(third.Spec.Template) != sidecar.TemplateHash(before[targets[2]]) {
+		return ev, fmt.Errorf("the batch after the breach was changed: %s", targets[2])
+	}
+	return append(ev, fmt.Sprintf("the batch after the breach (%s) untouched", targets[2])), nil
+}
+
+// stoppedAtBreach judges sidecar.migration.batches on a migration's
+// batches (results): the first clean, the second - whose helper crashes -
+// breached, and none after it.
+func stoppedAtBreach(results []sidecar.BatchResult) ([]string, error) {
 	var ev []string
 	for i, r := range results {
 		ev = append(ev, fmt.Sprintf("batch %d %v: rolled out in %s, %d restarts; breach: %q", i+1, r.Targets, r.Took.Round(100*time.Millisecond), r.Restarts, r.Breach))
@@ -93,14 +111,7 @@ func (s *Sidecars) migrateInBatches(ctx context.Context, targets []sidecar.Targe
 	case results[1].Breach == "":
 		return ev, fmt.Errorf("the second batch's helper crashed, and no breach was seen")
 	}
-	third, err := s.cs.AppsV1().Deployments(targets[2].Namespace).Get(ctx, targets[2].Name, metav1.GetOptions{})
-	if err != nil {
-		return ev, err
-	}
-	if _, touched := third.Annotations[sidecar.LegacyAnnotation]; touched || sidecar.TemplateHash(third.Spec.Template) != sidecar.TemplateHash(before[targets[2]]) {
-		return ev, fmt.Errorf("the batch after the breach was changed: %s", targets[2])
-	}
-	return append(ev, fmt.Sprintf("the batch after the breach (%s) untouched", targets[2])), nil
+	return ev, nil
 }
 
 func (s *Sidecars) rollBack(ctx context.Context, targets []sidecar.Target, before map[sidecar.Target]corev1.PodTemplateSpec) ([]string, error) {
@@ -112,8 +123,8 @@ func (s *Sidecars) rollBack(ctx context.Context, targets []sidecar.Target, befor
 		if err != nil {
 			return nil, err
 		}
-		if err := sidecar.SameTemplate(before[tg], d.Spec.Template); err != nil {
-			return nil, fmt.Errorf("%s: %w", tg, err)
+		if err := backOnLegacy(tg, before[tg], d.Spec.Template); err != nil {
+			return nil, err
 		}
 		if err := s.waitDeployment(ctx, tg.Namespace, tg.Name, "rolled back", func(d *appsv1.Deployment) bool {
 			return d.Status.UpdatedReplicas == 1 && d.Status.AvailableReplicas == 1 && d.Status.Replicas == 1
@@ -122,4 +133,14 @@ func (s *Sidecars) rollBack(ctx context.Context, targets []sidecar.Target, befor
 		}
 	}
 	return []string{fmt.Sprintf("%d Deployments on their legacy template again (hash, ports, volumes, service account as before) and rolled out on it", len(targets))}, nil
+}
+
+// backOnLegacy judges sidecar.migration.rollback on tg's template after
+// the rollback (got): the legacy template it had before (hash, ports,
+// volumes, service account).
+func backOnLegacy(tg sidecar.Target, before, got corev1.PodTemplateSpec) error {
+	if err := sidecar.SameTemplate(before, got); err != nil {
+		return fmt.Errorf("%s: %w", tg, err)
+	}
+	return nil
 }

@@ -66,8 +66,8 @@ func (s *Sidecars) oldClient(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return ev, err
 	}
-	if err := sidecar.Admitted(d.Spec.Template.Spec, helpers); err == nil {
-		return ev, fmt.Errorf("the old client's write kept %s a native sidecar: it did not play an old client", CrashingSidecar)
+	if err := droppedByOldClient(d.Spec.Template.Spec, helpers); err != nil {
+		return ev, err
 	}
 
 	// What the cluster ends up with: a Pod of the old client's template,
@@ -96,6 +96,16 @@ func (s *Sidecars) oldClient(ctx context.Context) ([]string, error) {
 	ev = append(ev, "what the cluster runs: "+stuck, "the migration's checks: "+strings.ReplaceAll(caught.Error(), "\n", "; "))
 	rolled, err := s.rollBack(ctx, []sidecar.Target{tg}, map[sidecar.Target]corev1.PodTemplateSpec{tg: legacy})
 	return append(ev, rolled...), err
+}
+
+// droppedByOldClient judges sidecar.stripped.old-client on the template
+// the old client's read-modify-write stored: it must have dropped the
+// helpers' restartPolicy, or the fixture did not play an old client.
+func droppedByOldClient(stored corev1.PodSpec, helpers []string) error {
+	if err := sidecar.Admitted(stored, helpers); err == nil {
+		return fmt.Errorf("the old client's write kept %s a native sidecar: it did not play an old client", CrashingSidecar)
+	}
+	return nil
 }
 
 // runOldClient runs fixtures/oldclient against tg's Deployment under a

@@ -61,6 +61,14 @@ func (s *Sidecars) startOrder(ctx context.Context, k Kubelet, probe bool) (strin
 	}); err != nil {
 		return "", err
 	}
+	return judgeStartOrder(ev, pod, probe)
+}
+
+// judgeStartOrder judges sidecar.start.order on what one Pod's fixtures
+// recorded (ev) and its statuses once the app ran: the app started after
+// the sidecar started and, with a startup probe (probe), after it was
+// ready. It says what it saw, or how the order broke.
+func judgeStartOrder(ev []fixtures.Event, pod *corev1.Pod, probe bool) (string, error) {
 	proxyStart, err := firstEvent(ev, "proxy", "start")
 	if err != nil {
 		return "", err
@@ -121,30 +129,38 @@ func (s *Sidecars) CheckCrashAlone(ctx context.Context) certify.Verdict {
 		if err != nil {
 			return nil, err
 		}
-		app := after.Status.ContainerStatuses[0]
-		if app.RestartCount != 0 || app.State.Running == nil || !app.State.Running.StartedAt.Equal(&appStarted) {
-			return nil, fmt.Errorf("the app did not keep running through the sidecar's crash: %s (it started at %s)", containerStates(after), appStarted.UTC().Format("15:04:05"))
-		}
-		ev, err := events(ctx, k.Node, ns, b.name)
-		if err != nil {
-			return nil, err
-		}
-		starts := 0
-		for _, e := range ev {
-			if e.Who == "proxy" && e.What == "start" {
-				starts++
-			}
-		}
-		crashed, err := firstEvent(ev, "proxy", "crash")
-		if err != nil {
-			return nil, err
-		}
-		if starts != 2 {
-			return nil, fmt.Errorf("the sidecar started %d times, want 2 (started, crashed, started again): %s", starts, eventLines(ev))
-		}
-		return []string{fmt.Sprintf("the sidecar crashed at %s and was restarted alone (restarts: sidecar %d, app %d)",
-			crashed.UTC().Format("15:04:05.000"), after.Status.InitContainerStatuses[0].RestartCount, app.RestartCount)}, nil
+		return judgeCrashAlone(after, appStarted, func() ([]fixtures.Event, error) { return events(ctx, k.Node, ns, b.name) })
 	})
+}
+
+// judgeCrashAlone judges sidecar.crash.restarts-alone on the Pod once its
+// sidecar restarted (after), the app having started at appStarted, and
+// on what its fixtures recorded (read once the app is seen unharmed):
+// the sidecar crashed and started again, the app ran on.
+func judgeCrashAlone(after *corev1.Pod, appStarted metav1.Time, read func() ([]fixtures.Event, error)) ([]string, error) {
+	app := after.Status.ContainerStatuses[0]
+	if app.RestartCount != 0 || app.State.Running == nil || !app.State.Running.StartedAt.Equal(&appStarted) {
+		return nil, fmt.Errorf("the app did not keep running through the sidecar's crash: %s (it started at %s)", containerStates(after), appStarted.UTC().Format("15:04:05"))
+	}
+	ev, err := read()
+	if err != nil {
+		return nil, err
+	}
+	starts := 0
+	for _, e := range ev {
+		if e.Who == "proxy" && e.What == "start" {
+			starts++
+		}
+	}
+	crashed, err := firstEvent(ev, "proxy", "crash")
+	if err != nil {
+		return nil, err
+	}
+	if starts != 2 {
+		return nil, fmt.Errorf("the sidecar started %d times, want 2 (started, crashed, started again): %s", starts, eventLines(ev))
+	}
+	return []string{fmt.Sprintf("the sidecar crashed at %s and was restarted alone (restarts: sidecar %d, app %d)",
+		crashed.UTC().Format("15:04:05.000"), after.Status.InitContainerStatuses[0].RestartCount, app.RestartCount)}, nil
 }
 
 // CheckReadinessGates judges sidecar.readiness.gates: a sidecar that never
@@ -208,33 +224,53 @@ func (s *Sidecars) readinessGates(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return judgeGates(halted, func() ([]corev1.Pod, error) {
+		pods, err := s.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil {
+			return nil, err
+		}
+		return pods.Items, nil
+	}, func() ([]discoveryv1.EndpointSlice, error) {
+		eps, err := s.cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=web"})
+		if err != nil {
+			return nil, err
+		}
+		return eps.Items, nil
+	})
+}
+
+// judgeGates judges sidecar.readiness.gates once the Deployment's rollout
+// halted: the old Pod still available and a ready endpoint, the new one,
+// whose sidecar never turns ready, not (list reads the Deployment's Pods,
+// slices the Service's EndpointSlices).
+func judgeGates(halted *appsv1.Deployment, list func() ([]corev1.Pod, error), slices func() ([]discoveryv1.EndpointSlice, error)) ([]string, error) {
 	if halted.Status.AvailableReplicas != 1 {
 		return nil, fmt.Errorf("the halted rollout left %d available, want the old Pod serving", halted.Status.AvailableReplicas)
 	}
-	pods, err := s.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+	pods, err := list()
 	if err != nil {
 		return nil, err
 	}
-	if len(pods.Items) != 2 {
-		return nil, fmt.Errorf("%d Pods, want the old one and one of the new template", len(pods.Items))
+	if len(pods) != 2 {
+		return nil, fmt.Errorf("%d Pods, want the old one and one of the new template", len(pods))
 	}
 	ready := map[string]bool{}
 	var newPod corev1.Pod
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		ready[p.Status.PodIP] = podReady(&p)
 		if !podReady(&p) {
 			newPod = p
 		}
 	}
 	if newPod.Name == "" {
-		return nil, fmt.Errorf("no Pod of the new template is unready: %d Pods ready", len(pods.Items))
+		return nil, fmt.Errorf("no Pod of the new template is unready: %d Pods ready", len(pods))
 	}
-	eps, err := s.cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=web"})
+	eps, err := slices()
 	if err != nil {
 		return nil, err
 	}
 	serving := map[string]bool{}
-	for _, sl := range eps.Items {
+	for _, sl := range eps {
 		for _, ep := range sl.Endpoints {
 			for _, a := range ep.Addresses {
 				serving[a] = ep.Conditions.Ready != nil && *ep.Conditions.Ready

@@ -131,11 +131,19 @@ func (s *Sidecars) waitCharged(ctx context.Context, ns string, c sizedCase) (str
 			if err != nil {
 				return false, err.Error(), nil
 			}
-			cpu, mem := q.Status.Used[corev1.ResourceRequestsCPU], q.Status.Used[corev1.ResourceRequestsMemory]
-			charged = fmt.Sprintf("requests.cpu=%s requests.memory=%s", cpu.String(), mem.String())
-			return cpu.Cmp(resource.MustParse(c.cpu)) == 0 && mem.Cmp(resource.MustParse(c.memory)) == 0, "charged " + charged, nil
+			var ok bool
+			charged, ok = chargedFormula(q.Status.Used, c)
+			return ok, "charged " + charged, nil
 		})
 	return charged, err
+}
+
+// chargedFormula judges sidecar.resources.formula on what a quota holding
+// c's Pod alone charges (used): c's formula. It says what was charged.
+func chargedFormula(used corev1.ResourceList, c sizedCase) (string, bool) {
+	cpu, mem := used[corev1.ResourceRequestsCPU], used[corev1.ResourceRequestsMemory]
+	return fmt.Sprintf("requests.cpu=%s requests.memory=%s", cpu.String(), mem.String()),
+		cpu.Cmp(resource.MustParse(c.cpu)) == 0 && mem.Cmp(resource.MustParse(c.memory)) == 0
 }
 
 // quotaAdmission sets a quota of 550m CPU requests, between the two
@@ -143,7 +151,7 @@ func (s *Sidecars) waitCharged(ctx context.Context, ns string, c sizedCase) (str
 // own reason, the legacy one (500m) admitted and charged. The native Pod
 // goes first, so nothing else in the namespace counts against it.
 func (s *Sidecars) quotaAdmission(ctx context.Context) ([]string, error) {
-	const hard = "550m"
+	const hard = quotaHard
 	ns, done, err := s.namespace(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -154,13 +162,10 @@ func (s *Sidecars) quotaAdmission(ctx context.Context) ([]string, error) {
 	}
 	nat, leg := sizedCases[0], sizedCases[1]
 	_, err = s.cs.CoreV1().Pods(ns).Create(ctx, s.sizedPod(ns, "", nat, false), metav1.CreateOptions{})
-	switch {
-	case err == nil:
-		return nil, fmt.Errorf("the native Pod (formula requests.cpu=%s) was admitted under a quota of requests.cpu=%s", nat.cpu, hard)
-	case !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "exceeded quota") || !strings.Contains(err.Error(), "requests.cpu="+nat.cpu):
-		return nil, fmt.Errorf("the native Pod was refused, but not for the quota's %s by the formula's %s: %v", hard, nat.cpu, err)
+	ev, err := nativeRefused(hard, err)
+	if err != nil {
+		return nil, err
 	}
-	ev := []string{fmt.Sprintf("quota requests.cpu=%s: the native Pod (formula %s) refused: %v", hard, nat.cpu, err)}
 	if _, err := s.cs.CoreV1().Pods(ns).Create(ctx, s.sizedPod(ns, "", leg, false), metav1.CreateOptions{}); err != nil {
 		return ev, fmt.Errorf("the legacy Pod (formula requests.cpu=%s) was refused under a quota of %s: %w", leg.cpu, hard, err)
 	}
@@ -169,6 +174,24 @@ func (s *Sidecars) quotaAdmission(ctx context.Context) ([]string, error) {
 		return ev, err
 	}
 	return append(ev, fmt.Sprintf("the legacy Pod (formula %s) admitted and charged %s: the same helper fits as a regular container and not as a native sidecar, because a sidecar's requests add to every init container after it", leg.cpu, used)), nil
+}
+
+// quotaHard is the quota of CPU requests the admission case sets, between
+// the two cases' formulas.
+const quotaHard = "550m"
+
+// nativeRefused judges sidecar.resources.quota-admission on how the API
+// answered the create of the native Pod under a quota of hard CPU
+// requests (err): refused for the quota, by the formula's requests.
+func nativeRefused(hard string, err error) ([]string, error) {
+	nat := sizedCases[0]
+	switch {
+	case err == nil:
+		return nil, fmt.Errorf("the native Pod (formula requests.cpu=%s) was admitted under a quota of requests.cpu=%s", nat.cpu, hard)
+	case !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "exceeded quota") || !strings.Contains(err.Error(), "requests.cpu="+nat.cpu):
+		return nil, fmt.Errorf("the native Pod was refused, but not for the quota's %s by the formula's %s: %v", hard, nat.cpu, err)
+	}
+	return []string{fmt.Sprintf("quota requests.cpu=%s: the native Pod (formula %s) refused: %v", hard, nat.cpu, err)}, nil
 }
 
 // CheckLimits judges sidecar.resources.limits-qos on every kubelet: with
@@ -209,10 +232,24 @@ func (s *Sidecars) limits(ctx context.Context, k Kubelet, ns string, c sizedCase
 	if err != nil {
 		return "", err
 	}
+	line, err := judgeLimits(c, p, wantQoS, wantCPU, wantMem, func() (cgroupLimits, error) { return podCgroup(ctx, k.Node, string(p.UID)) })
+	if err != nil {
+		return "", err
+	}
+	if err := s.removePod(ctx, ns, c.name); err != nil {
+		return "", err
+	}
+	return line, nil
+}
+
+// judgeLimits judges sidecar.resources.limits-qos on c's Pod as the API
+// runs it (p) and the kubelet's cgroup of it (read once its class held):
+// the class and the limits computed here.
+func judgeLimits(c sizedCase, p *corev1.Pod, wantQoS corev1.PodQOSClass, wantCPU, wantMem resource.Quantity, read func() (cgroupLimits, error)) (string, error) {
 	if p.Status.QOSClass != wantQoS {
 		return "", fmt.Errorf("QoS class %s, computed %s", p.Status.QOSClass, wantQoS)
 	}
-	cg, err := podCgroup(ctx, k.Node, string(p.UID))
+	cg, err := read()
 	if err != nil {
 		return "", err
 	}
@@ -223,9 +260,6 @@ func (s *Sidecars) limits(ctx context.Context, k Kubelet, ns string, c sizedCase
 		return "", fmt.Errorf("the Pod's cgroup %s has CPU quota %s, the formula gives %s", cg.cpuPath, cg.cpuText, wantCPU.String())
 	case cg.memory == nil || cg.memory.Cmp(wantMem) != 0:
 		return "", fmt.Errorf("the Pod's cgroup %s has memory limit %s, the formula gives %s", cg.memPath, cg.memText, wantMem.String())
-	}
-	if err := s.removePod(ctx, ns, c.name); err != nil {
-		return "", err
 	}
 	return fmt.Sprintf("%s helper: QoS %s (computed %s); the kubelet's Pod cgroup %s: CPU quota %s (%s), memory limit %s (%s) - the formula's %s, %s",
 		c.name, p.Status.QOSClass, wantQoS, cg.cpuPath, cg.cpuText, cg.cpu.String(), cg.memText, cg.memory.String(), c.cpu, c.memory), nil
@@ -328,15 +362,11 @@ func podCgroup(ctx context.Context, node cluster.Node, uid string) (cgroupLimits
 	}
 	for _, dir := range strings.Fields(out) {
 		if v, err := node.ReadFile(ctx, dir+"/cpu.max"); err == nil { // cgroup v2: one directory
-			cg.cpuPath, cg.memPath, cg.cpuText = dir, dir, strings.TrimSpace(string(v))
-			quota, period, _ := strings.Cut(cg.cpuText, " ")
-			cg.cpu = cpuQuota(quota, period)
 			m, err := node.ReadFile(ctx, dir+"/memory.max")
 			if err != nil {
 				return cg, err
 			}
-			cg.memText = strings.TrimSpace(string(m))
-			cg.memory = bytesLimit(cg.memText, "max")
+			cg = v2Limits(dir, string(v), string(m))
 			break
 		}
 		if q, err := node.ReadFile(ctx, dir+"/cpu.cfs_quota_us"); err == nil {
@@ -356,15 +386,30 @@ func podCgroup(ctx context.Context, node cluster.Node, uid string) (cgroupLimits
 	if cg.cpuPath == "" || cg.memPath == "" {
 		return cg, fmt.Errorf("no cgroup with a CPU quota and a memory limit found for Pod %s on %s among %q", uid, node.Name, out)
 	}
-	switch path := strings.ToLower(cg.cpuPath); {
-	case strings.Contains(path, "burstable"):
-		cg.qos = corev1.PodQOSBurstable
-	case strings.Contains(path, "besteffort"):
-		cg.qos = corev1.PodQOSBestEffort
-	default: // Guaranteed Pods sit right under kubepods
-		cg.qos = corev1.PodQOSGuaranteed
-	}
+	cg.qos = qosOfCgroup(cg.cpuPath)
 	return cg, nil
+}
+
+// v2Limits is a cgroup v2 Pod directory's limits, from its cpu.max and
+// memory.max.
+func v2Limits(dir, cpuMax, memoryMax string) cgroupLimits {
+	cg := cgroupLimits{cpuPath: dir, memPath: dir, cpuText: strings.TrimSpace(cpuMax), memText: strings.TrimSpace(memoryMax)}
+	quota, period, _ := strings.Cut(cg.cpuText, " ")
+	cg.cpu = cpuQuota(quota, period)
+	cg.memory = bytesLimit(cg.memText, "max")
+	return cg
+}
+
+// qosOfCgroup is the QoS class the kubelet gave a Pod, by where it put
+// the Pod's cgroup.
+func qosOfCgroup(path string) corev1.PodQOSClass {
+	switch path := strings.ToLower(path); {
+	case strings.Contains(path, "burstable"):
+		return corev1.PodQOSBurstable
+	case strings.Contains(path, "besteffort"):
+		return corev1.PodQOSBestEffort
+	}
+	return corev1.PodQOSGuaranteed // Guaranteed Pods sit right under kubepods
 }
 
 // cpuQuota is a CFS quota as CPU: quota/period cores, nil when unlimited.

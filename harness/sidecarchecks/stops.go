@@ -92,10 +92,11 @@ func (s *Sidecars) stopConditions(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return ev, fmt.Errorf("%s: %w", c.name, err)
 		}
-		if len(results) != 1 || !strings.Contains(results[0].Breach, c.want) {
-			return ev, fmt.Errorf("%s: the migration ran %d batches (%s), want it stopped at the first with %q", c.name, len(results), describe(results), c.want)
+		line, err := stoppedFirst(c.name, c.want, results)
+		if err != nil {
+			return ev, err
 		}
-		ev = append(ev, fmt.Sprintf("%s: stopped at the first batch, picked by case=%s: %s", c.name, c.name, describe(results)))
+		ev = append(ev, line)
 	}
 	d, err := s.cs.AppsV1().Deployments(ns).Get(ctx, bystander.name, metav1.GetOptions{})
 	if err != nil {
@@ -105,6 +106,16 @@ func (s *Sidecars) stopConditions(ctx context.Context) ([]string, error) {
 		return ev, fmt.Errorf("the bystander, every migration's second batch, was changed")
 	}
 	return append(ev, "the bystander (case=bystander), every migration's second batch, untouched"), nil
+}
+
+// stoppedFirst judges sidecar.migration.stop-conditions on the batches
+// of the migration of case name (results): stopped at its first, the
+// breach naming want.
+func stoppedFirst(name, want string, results []sidecar.BatchResult) (string, error) {
+	if len(results) != 1 || !strings.Contains(results[0].Breach, want) {
+		return "", fmt.Errorf("%s: the migration ran %d batches (%s), want it stopped at the first with %q", name, len(results), describe(results), want)
+	}
+	return fmt.Sprintf("%s: stopped at the first batch, picked by case=%s: %s", name, name, describe(results)), nil
 }
 
 func withStop(c sidecar.StopConditions, change func(*sidecar.StopConditions)) sidecar.StopConditions {

@@ -79,11 +79,11 @@ func (s *Sidecars) migrationStopsBefore(ctx context.Context, ns string) (string,
 	m := &sidecar.Migration{Client: s.cs, Helpers: []string{CrashingSidecar}, Batches: [][]sidecar.Target{{tg}},
 		Stop: sidecar.StopConditions{ReadyWithin: time.Minute}}
 	res, err := m.Run(ctx)
-	switch {
-	case err != nil:
+	if err != nil {
 		return "", err
-	case len(res) != 1 || !strings.HasPrefix(res[0].Breach, "before:") || !strings.Contains(res[0].Breach, "restartPolicy"):
-		return "", fmt.Errorf("a migration of %s under the stripping webhook: want its batch stopped before it changed anything, naming restartPolicy; got %+v", tg, res)
+	}
+	if err := stoppedBefore(tg, res); err != nil {
+		return "", err
 	}
 	d, err := s.cs.AppsV1().Deployments(ns).Get(ctx, tg.Name, metav1.GetOptions{})
 	if err != nil {
@@ -95,13 +95,33 @@ func (s *Sidecars) migrationStopsBefore(ctx context.Context, ns string) (string,
 	return fmt.Sprintf("a migration of %s through the webhook stopped before its batch, the Deployment unchanged: %s", tg, res[0].Breach), nil
 }
 
-func (s *Sidecars) strippedShapes(ctx context.Context, target string) ([]string, error) {
-	pods := s.cs.CoreV1().Pods(target)
-	_, err := pods.Create(ctx, s.nativePod(target, "with-probes", true), metav1.CreateOptions{})
+// stoppedBefore judges sidecar.stripped.preflight on the batches of a
+// migration of tg under the stripping webhook (res): its one batch
+// stopped before it changed anything, naming restartPolicy.
+func stoppedBefore(tg sidecar.Target, res []sidecar.BatchResult) error {
+	if len(res) != 1 || !strings.HasPrefix(res[0].Breach, "before:") || !strings.Contains(res[0].Breach, "restartPolicy") {
+		return fmt.Errorf("a migration of %s under the stripping webhook: want its batch stopped before it changed anything, naming restartPolicy; got %+v", tg, res)
+	}
+	return nil
+}
+
+// probedRejected judges the first shape of sidecar.stripped.shapes on how
+// the API answered the create of a stripped sidecar with a startup probe
+// (err): 422 Invalid, naming startupProbe.
+func probedRejected(err error) ([]string, error) {
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "startupProbe") {
 		return nil, fmt.Errorf("a stripped sidecar with a startup probe: want 422 Invalid naming startupProbe, got %v", err)
 	}
-	ev := []string{fmt.Sprintf("a stripped sidecar with a startup probe: %v", err)}
+	return []string{fmt.Sprintf("a stripped sidecar with a startup probe: %v", err)}, nil
+}
+
+func (s *Sidecars) strippedShapes(ctx context.Context, target string) ([]string, error) {
+	pods := s.cs.CoreV1().Pods(target)
+	_, err := pods.Create(ctx, s.nativePod(target, "with-probes", true), metav1.CreateOptions{})
+	ev, err := probedRejected(err)
+	if err != nil {
+		return nil, err
+	}
 	pod := s.nativePod(target, "no-probes", false)
 	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return ev, err

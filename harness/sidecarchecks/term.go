@@ -25,20 +25,37 @@ import (
 func (s *Sidecars) CheckTermination(ctx context.Context) []certify.Verdict {
 	return []certify.Verdict{
 		s.onEach(ctx, "sidecar.termination.reverse-order", func(ctx context.Context, k Kubelet) ([]string, error) {
-			line, lost, err := s.terminate(ctx, k, terminationCase{grace: 30, perLine: "1ms", budget: "10s", rate: "50", mustFlush: true})
-			if err == nil && lost != 0 {
-				err = fmt.Errorf("%d lines lost with time to flush them: %s", lost, line)
-			}
-			return []string{line}, err
+			return flushedAll(s.terminate(ctx, k, reverseOrderCase))
 		}),
 		s.onEach(ctx, "sidecar.termination.bounded-flush", func(ctx context.Context, k Kubelet) ([]string, error) {
-			line, lost, err := s.terminate(ctx, k, terminationCase{grace: 6, perLine: "20ms", budget: "3s", rate: "400"})
-			if err == nil && lost <= 0 {
-				err = fmt.Errorf("a backlog larger than the flush budget lost no line: %s", line)
-			}
-			return []string{line}, err
+			return lostSome(s.terminate(ctx, k, boundedFlushCase))
 		}),
 	}
+}
+
+// The termination checks' Pods: a grace period with room to flush every
+// line, and one too short for the backlog.
+var (
+	reverseOrderCase = terminationCase{grace: 30, perLine: "1ms", budget: "10s", rate: "50", mustFlush: true}
+	boundedFlushCase = terminationCase{grace: 6, perLine: "20ms", budget: "3s", rate: "400"}
+)
+
+// flushedAll judges sidecar.termination.reverse-order on how a Pod with
+// time to flush stopped (stopped's line, lost, err): no line lost.
+func flushedAll(line string, lost int, err error) ([]string, error) {
+	if err == nil && lost != 0 {
+		err = fmt.Errorf("%d lines lost with time to flush them: %s", lost, line)
+	}
+	return []string{line}, err
+}
+
+// lostSome judges sidecar.termination.bounded-flush on how a Pod whose
+// backlog outgrows its flush budget stopped: some line lost, counted.
+func lostSome(line string, lost int, err error) ([]string, error) {
+	if err == nil && lost <= 0 {
+		err = fmt.Errorf("a backlog larger than the flush budget lost no line: %s", line)
+	}
+	return []string{line}, err
 }
 
 type terminationCase struct {
@@ -121,6 +138,15 @@ func stopped(ctx context.Context, node cluster.Node, ns, pod string, tc terminat
 	if err != nil {
 		return "", 0, err
 	}
+	return judgeStopped(ev, tc, gone, func() (int, error) { return shippedLines(ctx, node, ns, pod) },
+		func() (string, error) { return node.Run(ctx, "cat", sidecarEventsDir(ns, pod)+"/agent.json") })
+}
+
+// judgeStopped judges how a shippingPod of tc stopped, gone after it was
+// deleted, on what its fixtures recorded (ev), the lines its sink holds
+// (sink) and the log agent's own report (report; an error when it
+// wrote none), each read only once what comes before it held.
+func judgeStopped(ev []fixtures.Event, tc terminationCase, gone time.Duration, sink func() (int, error), report func() (string, error)) (line string, lost int, err error) {
 	appStop, err := firstEvent(ev, "app", "sigterm")
 	if err != nil {
 		return "", 0, err
@@ -144,7 +170,7 @@ func stopped(ctx context.Context, node cluster.Node, ns, pod string, tc terminat
 	}
 	// Counted here, from what reached the sink: the agent may be killed
 	// before it can say what it lost.
-	shipped, err := shippedLines(ctx, node, ns, pod)
+	shipped, err := sink()
 	if err != nil {
 		return "", 0, err
 	}
@@ -156,7 +182,7 @@ func stopped(ctx context.Context, node cluster.Node, ns, pod string, tc terminat
 		return "", 0, fmt.Errorf("the Pod was gone %s after the delete, not within its grace period of %ds (bound %s)", gone.Round(100*time.Millisecond), tc.grace, bound)
 	}
 	reported := "killed before it could report (the Pod's grace period is shared, KEP-753)"
-	if raw, err := node.Run(ctx, "cat", sidecarEventsDir(ns, pod)+"/agent.json"); err == nil {
+	if raw, err := report(); err == nil {
 		var own fixtures.AgentReport
 		if err := json.Unmarshal([]byte(raw), &own); err != nil {
 			return "", 0, fmt.Errorf("the log agent's report: %w", err)
@@ -224,6 +250,15 @@ func (s *Sidecars) stubborn(ctx context.Context, k Kubelet) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return judgeStubborn(ev, deleted, gone, func() (int, error) { return linesIn(ctx, k.Node, sidecarEventsDir(ns, b.name)+"/app.log") })
+}
+
+// judgeStubborn judges sidecar.termination.sigterm-ignored on what a Pod
+// whose sidecar ignores SIGTERM left, deleted at deleted and gone after
+// gone: its fixtures' events (ev) and the lines its app's file holds
+// (kept, read once the rest held).
+func judgeStubborn(ev []fixtures.Event, deleted time.Time, gone time.Duration, keptLines func() (int, error)) (string, error) {
+	bound := stubbornGrace*time.Second + 15*time.Second
 	appStop, err := firstEvent(ev, "app", "sigterm lines=")
 	if err != nil {
 		return "", err
@@ -247,7 +282,7 @@ func (s *Sidecars) stubborn(ctx context.Context, k Kubelet) (string, error) {
 		return "", fmt.Errorf("the Pod was gone %s after the delete, past the bound of %s (grace %ds + 15 s)", gone.Round(100*time.Millisecond), bound, stubbornGrace)
 	}
 	written := appWrote(ev)
-	kept, err := linesIn(ctx, k.Node, sidecarEventsDir(ns, b.name)+"/app.log")
+	kept, err := keptLines()
 	if err != nil {
 		return "", err
 	}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/skewer-k8s/skewer/fixtures"
 	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/rollout"
@@ -111,26 +112,34 @@ func (s *Sidecars) replaceWorker(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return ev, err
 	}
-	agent, err := firstEvent(evs, "log-agent", "start")
+	agent, proxy, app, err := startedInOrder(node.Name, evs)
 	if err != nil {
 		return ev, err
-	}
-	proxy, err := firstEvent(evs, "proxy", "start")
-	if err != nil {
-		return ev, err
-	}
-	app, err := firstEvent(evs, "app", "start")
-	if err != nil {
-		return ev, err
-	}
-	if !proxy.After(agent) || !app.After(proxy) {
-		return ev, fmt.Errorf("on %s the containers did not start in order (log agent, proxy, then the app): %s", node.Name, eventLines(evs))
 	}
 	if err := waitShipping(ctx, node, ns, b.name); err != nil {
 		return ev, err
 	}
 	return append(ev, fmt.Sprintf("%s removed; Pod %s ready on %s: the log agent, the proxy %s later, the app %s after the proxy, shipping again",
 		old.Name, second.Name, node.Name, proxy.Sub(agent).Round(time.Millisecond), app.Sub(proxy).Round(time.Millisecond))), nil
+}
+
+// startedInOrder judges sidecar.worker-replaced on what the Pod back on
+// the new worker node recorded (evs): the log agent, then the proxy, then
+// the app started; and when each did.
+func startedInOrder(node string, evs []fixtures.Event) (agent, proxy, app time.Time, err error) {
+	if agent, err = firstEvent(evs, "log-agent", "start"); err != nil {
+		return
+	}
+	if proxy, err = firstEvent(evs, "proxy", "start"); err != nil {
+		return
+	}
+	if app, err = firstEvent(evs, "app", "start"); err != nil {
+		return
+	}
+	if !proxy.After(agent) || !app.After(proxy) {
+		err = fmt.Errorf("on %s the containers did not start in order (log agent, proxy, then the app): %s", node, eventLines(evs))
+	}
+	return
 }
 
 // labelPool puts node in the pool ns's Deployment runs on.

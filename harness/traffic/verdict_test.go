@@ -60,3 +60,17 @@ func TestVerdicts(t *testing.T) {
 		}
 	}
 }
+
+// No traffic at all is below every floor: each promise the summary and
+// the disruption table carry fails, none passes on an empty sample.
+func TestEmptyTrafficFails(t *testing.T) {
+	for _, v := range (Summary{NewAPIProbed: true}).Verdicts() {
+		if v.Outcome != certify.Fail || !strings.Contains(v.Reason, "made 0 requests, fewer than the 100") {
+			t.Errorf("no traffic: %s %s: %s", v.ID, v.Outcome, v.Reason)
+		}
+	}
+	v := DisruptionVerdict(nil, certify.Budget{MaxFailed: 0.01})
+	if v.Outcome != certify.Fail || v.Reason != "no request went through the load balancer on reused connections; no request went through the load balancer on new connections" {
+		t.Errorf("an empty disruption table: %+v", v)
+	}
+}

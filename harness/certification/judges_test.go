@@ -1,0 +1,88 @@
+package certification
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/discovery"
+	"github.com/skewer-k8s/skewer/harness/rollout"
+	"github.com/skewer-k8s/skewer/harness/version"
+)
+
+// The judging each check moved out of its gathering passes the evidence
+// of its promise held (TestEveryPromiseCanFail shows each failing).
+func TestJudgesPassWhatHolds(t *testing.T) {
+	ms := time.Millisecond
+	v136 := version.MustParse("v1.36.3")
+	start := parseMetrics(t, "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds 100\n")
+	must := func(v *certify.Verdict, id certify.ID) certify.Verdict {
+		if v != nil {
+			return *v
+		}
+		return certify.Verdict{ID: id, Outcome: certify.Pass}
+	}
+	killed, _ := killedVerdict("cp1", "cp4", []Attempt{attempt(0, 5*ms, 503), attempt(16*time.Second, 3*ms, 503)}, true, time.Time{}, nil)
+	_, route := watched("cp1", delivered("ADDED w-1", "MODIFIED w-1", "DELETED w-1"), []string{"ADDED w-1", "MODIFIED w-1", "DELETED w-1"}, time.After(time.Second))
+	_, unmovedV := unmoved("cp1", false, nil, reroutedAt(t, 404, 2), reroutedAt(t, 404, 2))
+	_, lacksNothing := unmoved("cp4", true, nil, start, start)
+	trust := trustEvidence()
+	versions := map[string]version.Version{"cp1": v136, "cp2": v136}
+	only := []discovery.Resource{{Group: "x", Version: "v1", Resource: "ys"}}
+	names, backends := []string{"cp1", "cp2", "cp3"}, []string{"cp1:6443", "cp2:6443", "cp3:6443"}
+	for _, v := range []certify.Verdict{
+		killed,
+		stoppedVerdict("cp4", []string{"cp5"}, []Attempt{attempt(0, 5*ms, 200), attempt(time.Second, 3*ms, 200)}, []string{"cp5"}, nil),
+		holeVerdict("black hole", "x/v1/ys", "cp1", 65*time.Second, map[string]Attempt{"list": attempt(0, time.Minute, 504), "create": attempt(0, 3*ms, 503)}),
+		slowVerdict("cp1", slowSeen{below: []Attempt{attempt(0, 310*ms, 200)}, above: attempt(0, 12*time.Second, 503)}),
+		dupVerdict(countedWrite("a create", 1, "cp4", time.Second), noWrite),
+		onlyGoneVerdict("cp1", "cp4", []Attempt{attempt(0, 5*ms, 503)}, 35*time.Second, time.Time{}, nil),
+		must(route, "mvp.route.verbs"),
+		must(unmovedV, "mvp.route.no-false-forwarding"),
+		must(lacksNothing, "mvp.route.no-false-forwarding"),
+		loopGuardVerdict(Server{Name: "cp1"}, "/apis/x/v1/ys", notFound(), reroutedAt(t, 404, 2), reroutedAt(t, 404, 2), func() error { return nil }),
+		reroutedVerdict("cp1", "x/v1/ys", 5, reroutedAt(t, 404, 2), reroutedAt(t, 404, 7)),
+		must(scopeAnswers(Server{Name: "cp1"}, nil, apierrors.NewServiceUnavailable("no endpoints"), 30*ms), "mvp.scope.crd-apiservice"),
+		must(goneAfterRollback(only[0], Server{Name: "cp1"}, notFound()), "mvp.rollback.all-old"),
+		baselineVerdict("cp1 with the gate off", 0, notFound(), func() error { return nil }),
+		gateOnAgain("cp1", "x/v1/ys", 3*time.Second, nil),
+		must(betaWithoutCA("cp4", "x/v1/ys", 1, notFound()), "mvp.defaults.beta"),
+		identityVerdict(trust), uidVerdict(trust), rbacVerdict(trust),
+		forgedLeaseVerdict(forgedLeaseSeen{lease: "l", entry: "cp1", node: "cp1", lists: 20, where: []string{"cp4"}}),
+		untrustedVerdict(untrustedSeen{entry: "cp1", peer: "cp4", as: []Attempt{attempt(0, 5*ms, 503)}, before: start,
+			after: parseMetrics(t, "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds 100\n# TYPE "+rerouted+" counter\n"+rerouted+"{code=\"503\"} 1\n")},
+			func() (string, time.Time, error) { t.Error("the log read without a 404"); return "", time.Time{}, nil }),
+		versionsVerdict("rollout.versions", versions, offVersion(versions, v136)),
+		versionsVerdict("rollout.rollback", versions, leftRecord(nil, nil)),
+		membershipVerdict("a step", rollout.MembershipDiff(names, backends, names, names, backends)),
+		convergedVerdict(v136, only, time.Second, nil),
+		must(refusal("a rollout", "more than one minor", apierrors.NewBadRequest("more than one minor up"), 0), "rollout.refuses-bad-input"),
+		must(unchanged("a rollout", "same", "same"), "rollout.refuses-bad-input"),
+		recoveredVerdict(nil, "same", "same", time.Minute, versions),
+	} {
+		if v.Outcome != certify.Pass {
+			t.Errorf("%s %s: %s", v.ID, v.Outcome, v.Reason)
+		}
+	}
+	if got := lacks("cp1", discovery.Set{"x/v1/ys": only[0]}, nil, only); len(got) != 0 {
+		t.Errorf("a merged view that shows it lacks %v", got)
+	}
+}
+
+// Below its floor a check that counts fails, nothing observed: an empty
+// sample is no pass.
+func TestFloors(t *testing.T) {
+	w := &Window{Old: []Server{{Name: "cp1"}}, New: []Server{{Name: "cp4"}}}
+	c := logs(t, map[string][]string{"cp1": {}, "cp4": {}})
+	for _, v := range append(CheckAudit(t.Context(), c, w, nil), FinalStages("cp1", nil, nil)...) {
+		if v.Outcome != certify.Fail || !strings.HasPrefix(v.Reason, "nothing observed") {
+			t.Errorf("no proxied request: %s %s: %s", v.ID, v.Outcome, v.Reason)
+		}
+	}
+	if v := CheckRunAudit(nil); v.Outcome != certify.Fail || !strings.HasPrefix(v.Reason, "nothing observed") {
+		t.Errorf("no audit log: %+v", v)
+	}
+}

@@ -1,0 +1,117 @@
+package sidecarchecks
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/skewer-k8s/skewer/fixtures"
+	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/sidecar"
+)
+
+var (
+	testKubelets = []Kubelet{{Node: cluster.Node{Name: "w1", Role: cluster.RoleWorker}, Version: "v1.35.4"},
+		{Node: cluster.Node{Name: "cp1", Role: cluster.RoleControlPlane}, Version: "v1.36.3"}}
+	t0 = time.Date(2026, 12, 4, 6, 0, 0, 0, time.UTC)
+)
+
+// onBoth is the same evidence for each test kubelet.
+func onBoth[T any](v T) map[string]T { return map[string]T{"w1": v, "cp1": v} }
+
+// recorded is what fixtures record, "who what" each, 100 ms apart.
+func recorded(lines ...string) []fixtures.Event {
+	var out []fixtures.Event
+	for i, l := range lines {
+		who, what, _ := strings.Cut(l, " ")
+		out = append(out, fixtures.Event{At: t0.Add(time.Duration(i) * 100 * time.Millisecond), Who: who, What: what})
+	}
+	return out
+}
+
+func running(name string, at time.Time, restarts int32) corev1.ContainerStatus {
+	return corev1.ContainerStatus{Name: name, RestartCount: restarts, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(at)}}}
+}
+
+// Each judge passes on the evidence of its promise held, on both
+// kubelets: the judging the checks moved out of their gathering still
+// passes what it passed (the can-fail table in harness/certification
+// shows each failing).
+func TestJudgesPassWhatHolds(t *testing.T) {
+	yes, no := true, false
+	ready := func(name, ip string, ok corev1.ConditionStatus) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.PodStatus{PodIP: ip, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ok}}}}
+	}
+	done := metav1.NewTime(t0.Add(10 * time.Second))
+	crashLoop := corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodSucceeded,
+		InitContainerStatuses: []corev1.ContainerStatus{{Name: "proxy", RestartCount: 3}},
+		ContainerStatuses:     []corev1.ContainerStatus{{Name: "main", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed"}}}}}}
+	tg := sidecar.Target{Namespace: "ns", Name: "web"}
+	legacy := corev1.PodTemplateSpec{Spec: corev1.PodSpec{ServiceAccountName: "web", Containers: []corev1.Container{{Name: "app"}, {Name: CrashingSidecar}}}}
+	invalid := apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "with-probes", field.ErrorList{field.Forbidden(
+		field.NewPath("spec", "initContainers").Index(0).Child("startupProbe"), "may not be set for init containers without restartPolicy=Always")})
+	for name, v := range map[string]certify.Verdict{
+		"start order": JudgeStartOrder(testKubelets, false, onBoth(recorded("proxy start", "app start")),
+			onBoth(&corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{running("proxy", t0, 0)},
+				ContainerStatuses: []corev1.ContainerStatus{running("app", t0.Add(time.Second), 0)}}})),
+		"crash alone": JudgeCrashAlone(testKubelets, onBoth(&corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{running("proxy", t0.Add(6*time.Second), 1)},
+			ContainerStatuses: []corev1.ContainerStatus{running("app", t0, 0)}}}), onBoth(metav1.NewTime(t0)), onBoth(recorded("proxy start", "proxy crash", "proxy start"))),
+		"readiness gates": JudgeReadinessGates(&appsv1.Deployment{Status: appsv1.DeploymentStatus{AvailableReplicas: 1}},
+			[]corev1.Pod{ready("web-old", "10.244.1.5", corev1.ConditionTrue), ready("web-new", "10.244.1.6", corev1.ConditionFalse)},
+			[]discoveryv1.EndpointSlice{{Endpoints: []discoveryv1.Endpoint{
+				{Addresses: []string{"10.244.1.5"}, Conditions: discoveryv1.EndpointConditions{Ready: &yes}},
+				{Addresses: []string{"10.244.1.6"}, Conditions: discoveryv1.EndpointConditions{Ready: &no}}}}}),
+		"job completes": JudgeJobCompletes(testKubelets, onBoth(&batchv1.Job{Status: batchv1.JobStatus{CompletionTime: &done, Succeeded: 1}})),
+		"job sidecar crashes": JudgeJobSidecarCrashes(testKubelets, onBoth(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(t0)},
+			Status: batchv1.JobStatus{CompletionTime: &done, Succeeded: 1}}), onBoth([]corev1.Pod{crashLoop})),
+		"quota charge": JudgeQuotaCharge(t.Context(), true, corev1.ResourceList{corev1.ResourceRequestsCPU: resource.MustParse("600m"),
+			corev1.ResourceRequestsMemory: resource.MustParse("160Mi")}, time.Second),
+		"quota admission": JudgeQuotaAdmission(apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "native",
+			errors.New("exceeded quota: quota, requested: requests.cpu=600m, used: requests.cpu=0, limited: requests.cpu=550m"))),
+		"limits": JudgeLimits(testKubelets, true, onBoth(&corev1.Pod{Status: corev1.PodStatus{QOSClass: corev1.PodQOSGuaranteed}}),
+			onBoth(Cgroup{Path: "/sys/fs/cgroup/kubepods.slice/kubepods-pod1234.slice", CPUMax: "60000 100000\n", MemoryMax: "167772160\n"})),
+		"reverse order": JudgeReverseOrder(testKubelets, onBoth(Stopped{Events: recorded("app sigterm lines=150", "proxy sigterm", "log-agent sigterm"),
+			Gone: 2 * time.Second, Shipped: 150})),
+		"bounded flush": JudgeBoundedFlush(testKubelets, onBoth(Stopped{Events: recorded("app sigterm lines=1200", "proxy sigterm", "log-agent sigterm"),
+			Gone: 6 * time.Second, Shipped: 1000})),
+		"sigterm ignored": JudgeSIGTERMIgnored(testKubelets, onBoth(Stubborn{Events: recorded("app sigterm lines=100", "proxy sigterm ignored"),
+			Deleted: t0, Gone: 6 * time.Second, Kept: 100})),
+		"stripped preflight": JudgeStrippedPreflight(tg, []sidecar.BatchResult{{Targets: []sidecar.Target{tg},
+			Breach: "before: initContainers[0] (proxy).restartPolicy is unset, want Always"}}),
+		"stripped shapes": JudgeStrippedShapes(invalid),
+		"old client":      JudgeOldClient(corev1.PodSpec{InitContainers: []corev1.Container{{Name: CrashingSidecar}}, Containers: []corev1.Container{{Name: "app"}}}),
+		"migration batches": JudgeMigrationBatches([]sidecar.BatchResult{{Targets: []sidecar.Target{{Namespace: "a", Name: "web"}}},
+			{Targets: []sidecar.Target{{Namespace: "b", Name: "web"}}, Restarts: 1, Breach: "MaxRestarts 0 breached: 1 restart"}}),
+		"migration rollback": JudgeMigrationRollback(tg, legacy, *legacy.DeepCopy()),
+		"stop condition": JudgeStopCondition("ready-latency", "ReadyWithin 5s breached", []sidecar.BatchResult{{Targets: []sidecar.Target{{Namespace: "ns", Name: "ready-latency"}},
+			Breach: "ReadyWithin 5s breached: ns/ready-latency not ready"}}),
+		"worker replaced": JudgeWorkerReplaced("w2", recorded("log-agent start", "proxy start", "app start")),
+	} {
+		if v.Outcome != certify.Pass {
+			t.Errorf("%s: %s %s: %s", name, v.ID, v.Outcome, v.Reason)
+		}
+	}
+}
+
+// A check judged on every kubelet needs both sides of the skew: on one
+// kubelet alone it fails, whatever that one shows.
+func TestOneKubeletIsNotEnough(t *testing.T) {
+	v := JudgeStartOrder(testKubelets[:1], false, onBoth(recorded("proxy start", "app start")),
+		onBoth(&corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{running("proxy", t0, 0)},
+			ContainerStatuses: []corev1.ContainerStatus{running("app", t0.Add(time.Second), 0)}}}))
+	if v.Outcome != certify.Fail || !strings.Contains(v.Reason, "one side of the skew is not checked") {
+		t.Errorf("one kubelet: %+v", v)
+	}
+}
