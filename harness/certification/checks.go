@@ -20,6 +20,18 @@ import (
 )
 
 // fail is a failed verdict that says what went wrong.
+// underFault is the floor of a check that judges each request it made
+// under a fault (answered, and how): it must have made one. The probes
+// make tens on a cadence; none made - the fault's window closed before
+// the first, a context cut short - proves nothing, and passes nothing.
+func underFault(id certify.ID, what string, n int) *certify.Verdict {
+	if n >= 1 {
+		return nil
+	}
+	v := certify.NothingObserved(id, 1, what, n)
+	return &v
+}
+
 func fail(id certify.ID, format string, args ...any) certify.Verdict {
 	return certify.Verdict{ID: id, Outcome: certify.Fail, Reason: fmt.Sprintf(format, args...)}
 }

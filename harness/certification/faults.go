@@ -211,6 +211,20 @@ const CausePeerCacheRebuilt = traffic.CausePeerCacheRebuilt
 // it also says when the last one that was not served began.
 func killedVerdict(entry, dead string, as []Attempt, alone bool, rebuilt time.Time, ev []string) (certify.Verdict, time.Duration) {
 	const id = "mvp.fault.peer-killed"
+	if v := underFault(id, "requests through "+entry+" with "+dead+" killed", len(as)); v != nil {
+		return *v, 0
+	}
+	if !alone {
+		late := 0
+		for _, a := range as {
+			if a.At > addressTTL+5*time.Second {
+				late++
+			}
+		}
+		if v := underFault(id, fmt.Sprintf("requests through %s later than %s after the kill (another capable peer serves by then)", entry, addressTTL+5*time.Second), late); v != nil {
+			return *v, 0
+		}
+	}
 	bad, causes, lastFailed := judgeKilled(as, alone, rebuilt)
 	if len(bad) > 0 {
 		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Causes: causes,
@@ -430,6 +444,12 @@ func CheckPeerStopped(ctx context.Context, c *cluster.Cluster, w *Window) certif
 // after them; ev is the evidence so far.
 func stoppedVerdict(gone string, rest []string, as []Attempt, after, ev []string) certify.Verdict {
 	const id = "mvp.fault.peer-stopped"
+	if v := underFault(id, "requests through the entry with "+gone+" stopped", len(as)); v != nil {
+		return *v
+	}
+	if v := underFault(id, fmt.Sprintf("servers of %v that logged the lists", rest), len(after)); v != nil {
+		return *v
+	}
 	var bad []string
 	for _, a := range as {
 		switch {

@@ -86,3 +86,27 @@ func TestFloors(t *testing.T) {
 		t.Errorf("no audit log: %+v", v)
 	}
 }
+
+// A check that judges each request made under a fault passes nothing on
+// none: below its floor it fails "nothing observed", whatever else.
+func TestFaultChecksNeedARequest(t *testing.T) {
+	ms := time.Millisecond
+	killedAlone, _ := killedVerdict("cp1", "cp4", nil, true, time.Time{}, nil)
+	// With another capable peer, only requests past the dead one's
+	// address TTL show it served: early ones alone prove nothing.
+	killedEarly, _ := killedVerdict("cp1", "cp4", []Attempt{attempt(0, 5*ms, 200), attempt(time.Second, 3*ms, 200)}, false, time.Time{}, nil)
+	for _, v := range []certify.Verdict{
+		killedAlone,
+		killedEarly,
+		stoppedVerdict("cp4", []string{"cp5"}, nil, []string{"cp5"}, nil),
+		stoppedVerdict("cp4", []string{"cp5"}, []Attempt{attempt(0, 5*ms, 200)}, nil, nil),
+		holeVerdict("black hole", "x/v1/ys", "cp1", 65*time.Second, map[string]Attempt{}),
+		onlyGoneVerdict("cp1", "cp4", nil, 35*time.Second, time.Time{}, nil),
+		forgedLeaseVerdict(forgedLeaseSeen{lease: "kube-apiserver-skewer-forged-1", entry: "cp1", node: "cp1"}),
+		untrustedVerdict(untrustedSeen{fault: "untrusted serving cp4", key: "x/v1/ys", entry: "cp1", peer: "cp4"}, func() (string, time.Time, error) { return "", time.Time{}, nil }),
+	} {
+		if v.Outcome != certify.Fail || !strings.HasPrefix(v.Reason, "nothing observed") {
+			t.Errorf("%s on no request: %s %q, want a failure, nothing observed", v.ID, v.Outcome, v.Reason)
+		}
+	}
+}

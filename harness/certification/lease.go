@@ -119,6 +119,9 @@ type forgedLeaseSeen struct {
 // is evidence (the entry's peer-discovery sync errors).
 func forgedLeaseVerdict(in forgedLeaseSeen, more ...string) certify.Verdict {
 	const id = "mvp.trust.forged-lease"
+	if v := underFault(id, "lists through "+in.entry+" with the Lease forged", in.lists); v != nil {
+		return *v
+	}
 	bad := in.bad
 	switch {
 	case in.packetsErr != nil:

@@ -293,6 +293,9 @@ func (l *linkRun) blackHole(ctx context.Context) (certify.Verdict, written) {
 // blackHoleBound of the entry's flags.
 func holeVerdict(fault, key, entry string, bound time.Duration, tried map[string]Attempt) certify.Verdict {
 	const id = "mvp.fault.black-hole"
+	if v := underFault(id, "requests through "+entry+" under "+fault, len(tried)); v != nil {
+		return *v
+	}
 	var bad, ev []string
 	for _, what := range []string{"list", "create"} {
 		a, ok := tried[what]
@@ -498,6 +501,9 @@ func CheckOnlyPeerGone(ctx context.Context, c *cluster.Cluster, w *Window) certi
 // if it was not, or came back); ev is what was seen.
 func onlyGoneVerdict(entry, gone string, as []Attempt, timeout time.Duration, goneAt time.Time, ev []string) certify.Verdict {
 	const id = "mvp.fault.only-peer-gone"
+	if v := underFault(id, "requests through "+entry+" with "+gone+" stopped", len(as)); v != nil {
+		return *v
+	}
 	codes := Codes(as)
 	var bad, causes []string
 	for _, a := range as {

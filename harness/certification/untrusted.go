@@ -85,6 +85,9 @@ type untrustedSeen struct {
 func untrustedVerdict(in untrustedSeen, rebuilt func() (string, time.Time, error)) certify.Verdict {
 	const id = "mvp.trust.untrusted-peer"
 	as, old, peer, peerID, reached := in.as, in.entry, in.peer, in.peerID, in.reached
+	if v := underFault(id, "requests through "+old+" with "+peer+" untrusted", len(as)); v != nil {
+		return *v
+	}
 	codes := Codes(as)
 	moved503, merr := metrics.Delta(in.before, in.after, rerouted, map[string]string{"code": "503"})
 	ev := []string{fmt.Sprintf("%s: %s through %s every 500 ms for 20 s: %v; %s", in.fault, in.key, old, codes, strings.Join(messages(as), ", ")),
