@@ -60,6 +60,9 @@ type run struct {
 	monitor  *restarts.Monitor
 	current  string
 	restarts map[string][]string
+	// restartsOn are, of the phases meant to restart something, the nodes
+	// a phase acts on when it acts on some only (a fault); none: any.
+	restartsOn map[string][]string
 	// stopLogs ends the keeping of every apiserver's log (KeepAPIServerLogs)
 	// before the evidence is exported.
 	stopLogs func()
@@ -194,7 +197,7 @@ func (r *run) judgeAll(ctx context.Context) {
 		err = r.transitions(ctx)
 		r.cutShort = nil
 		if r.monitor != nil {
-			meant := Meant(r.phases, r.restarts)
+			meant := Meant(r.phases, r.restarts, r.restartsOn)
 			var auditLogs []string
 			if r.c != nil {
 				auditLogs, _ = r.c.AuditLogs() // none: a node's cause is unknown, and says so
@@ -414,16 +417,20 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 	if w := r.window; w != nil && plan.faults {
 		old, peer := w.Old[0].Name, w.New[0].Name
 		for _, c := range []struct {
-			name  string
-			check func(context.Context, *cluster.Cluster, *Window) []certify.Verdict
+			name string
+			// restarts is the node whose control plane the fault restarts
+			// (its apiserver, and what loses its leader lease with it);
+			// none for a fault of the link alone.
+			restarts string
+			check    func(context.Context, *cluster.Cluster, *Window) []certify.Verdict
 		}{
-			{fmt.Sprintf("faults: the link %s -> %s black-holed, then slowed", old, peer), CheckPeerLink},
-			{fmt.Sprintf("fault: %s's apiserver stopped, the only one serving %s", peer, w.Resource.Key()), one(CheckOnlyPeerGone)},
-			{fmt.Sprintf("fault: %s serving a certificate the peer CA did not sign", peer), one(CheckUntrustedPeer)},
-			{fmt.Sprintf("fault: %s killed (SIGKILL, not restarted)", peer), CheckPeerKilled},
-			{fmt.Sprintf("the proxy switched off on %s, then on again", old), CheckGateSwitch},
+			{fmt.Sprintf("faults: the link %s -> %s black-holed, then slowed", old, peer), "", CheckPeerLink},
+			{fmt.Sprintf("fault: %s's apiserver stopped, the only one serving %s", peer, w.Resource.Key()), peer, one(CheckOnlyPeerGone)},
+			{fmt.Sprintf("fault: %s serving a certificate the peer CA did not sign", peer), peer, one(CheckUntrustedPeer)},
+			{fmt.Sprintf("fault: %s killed (SIGKILL, not restarted)", peer), peer, CheckPeerKilled},
+			{fmt.Sprintf("the proxy switched off on %s, then on again", old), old, CheckGateSwitch},
 		} {
-			if err := r.check(ctx, c.name, w, c.check); err != nil {
+			if err := r.check(ctx, c.name, c.restarts, w, c.check); err != nil {
 				return err
 			}
 		}
@@ -440,7 +447,8 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 		}
 	}
 	if split != nil && plan.variant {
-		if err := r.check(ctx, fmt.Sprintf("the runtime-config variant: %s off on %s; the gate's Beta default there", variantGroupVersion, split.New[0].Name), split, CheckRuntimeConfig); err != nil {
+		entry := split.New[0].Name
+		if err := r.check(ctx, fmt.Sprintf("the runtime-config variant: %s off on %s; the gate's Beta default there", variantGroupVersion, entry), entry, split, CheckRuntimeConfig); err != nil {
 			return err
 		}
 	}
@@ -516,10 +524,19 @@ func (r *run) surgeThrough(ctx context.Context, plan surgePlan, before *corev1.C
 }
 
 // check runs a check of the window as a phase of its own, one that
-// restarts control-plane components (a fault or a flag acts on them).
-func (r *run) check(ctx context.Context, name string, w *Window, check func(context.Context, *cluster.Cluster, *Window) []certify.Verdict) error {
+// restarts the control-plane components of the node restarting names (a
+// fault or a flag acts on them), or nothing when it names none: a
+// restart on any other node is no doing of the check's, and fails
+// cluster.no-unexpected-restarts.
+func (r *run) check(ctx context.Context, name, restarting string, w *Window, check func(context.Context, *cluster.Cluster, *Window) []certify.Verdict) error {
 	return r.phase(ctx, name, func(ctx context.Context) error {
-		r.restarting(restarts.ControlPlane)
+		if restarting != "" {
+			r.restarting(restarts.ControlPlane)
+			if r.restartsOn == nil {
+				r.restartsOn = map[string][]string{}
+			}
+			r.restartsOn[name] = []string{restarting}
+		}
 		for _, v := range check(ctx, r.c, w) {
 			r.judge(v)
 		}

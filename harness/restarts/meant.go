@@ -32,11 +32,13 @@ const (
 var controlPlaneContainers = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd"}
 
 // Span is a stretch of a run in which a step meant to restart what
-// Restarts names.
+// Restarts names, on Nodes when it names them (a fault acts on one
+// node: a restart elsewhere is not its doing), else on any node.
 type Span struct {
 	Name       string
 	Start, End time.Time
 	Restarts   []string
+	Nodes      []string
 }
 
 // covers says whether the word w names e.
@@ -71,6 +73,9 @@ func Meant(spans []Span) func(Event) bool {
 		return slices.ContainsFunc(spans, func(s Span) bool {
 			during := within(e.Time, s)
 			made := e.Kind == Container && !e.PodCreated.IsZero() && within(e.PodCreated, s)
+			if len(s.Nodes) > 0 && !slices.Contains(s.Nodes, e.Node) {
+				return false
+			}
 			return slices.ContainsFunc(s.Restarts, func(w string) bool {
 				return covers(w, e) && (during || (made && w != ControlPlane))
 			})
