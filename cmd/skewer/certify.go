@@ -195,6 +195,8 @@ func certifyInput(ctx context.Context, f certifyFlags, progress io.Writer) (cert
 		Budget: certify.Budget{MaxFailed: f.maxFailed / 100, MaxUnavailable: f.maxUnavailable, MaxUnavailableReused: f.maxUnavailableReused},
 		Retain: f.retain, Evidence: filepath.Join(f.out, "evidence"), Out: progress, Verbosity: global.verbosity, Tool: toolInfo(),
 		FeatureGates: gates,
+		// Rewritten once the evidence is exported and the cluster gone.
+		Checkpoint: func(r *report.Results) error { return r.Write(f.out) },
 	}
 	return in, in.Validate()
 }

@@ -70,6 +70,13 @@ type Input struct {
 	// Budget bounds what a rollout may cost the traffic
 	// (rollout.disruption-budget).
 	Budget certify.Budget
+	// Checkpoint, when set, is given the results as they stand each time a
+	// run's verdicts are all in, before its evidence is exported and its
+	// cluster deleted (each may take minutes): what a cancelled CI job,
+	// given seconds to stop, still publishes. Incomplete unless it is the
+	// last run's and the run was not interrupted; Run's own results
+	// follow.
+	Checkpoint func(*report.Results) error
 	// Verbosity is kind's log level while clusters are made (cluster.Options).
 	Verbosity int
 	Tool      report.Tool
@@ -237,9 +244,24 @@ func Run(ctx context.Context, in Input) (*report.Results, error) {
 			FeatureGates: in.FeatureGates[v]})
 	}
 	var newerOnly string
-	for _, s := range in.Strategies {
+	for i, s := range in.Strategies {
 		r := &run{in: in, strategy: s, out: in.Out, images: images, newerOnly: newerOnly}
-		r.judgeAll(ctx)
+		r.judgeAll(ctx, func(run report.Run) {
+			if in.Checkpoint == nil {
+				return
+			}
+			var cut error
+			if ctx.Err() != nil {
+				cut = context.Cause(ctx)
+			}
+			part, err := checkpoint(res, run, in.Strategies, i, cut, time.Now())
+			if err == nil {
+				err = in.Checkpoint(part)
+			}
+			if err != nil && in.Out != nil {
+				fmt.Fprintf(in.Out, "results kept before the export: %v\n", err)
+			}
+		})
 		res.Runs = append(res.Runs, r.result())
 		if r.newerOnly != "" {
 			newerOnly = r.newerOnly
@@ -256,4 +278,20 @@ func Run(ctx context.Context, in Input) (*report.Results, error) {
 		return res, ctx.Err()
 	}
 	return res, err
+}
+
+// checkpoint is the results so far - res, with run, the i-th of
+// strategies, its verdicts all in - as they stand at now, before run's
+// evidence is exported and its cluster deleted: incomplete when cut
+// (the interrupt) or when runs are still to come.
+func checkpoint(res *report.Results, run report.Run, strategies []rollout.Strategy, i int, cut error, now time.Time) (*report.Results, error) {
+	part := *res
+	part.Runs = append(slices.Clone(res.Runs), run)
+	switch {
+	case cut != nil:
+		part.Incomplete = fmt.Sprintf("interrupted in run %d of %d (%v): kept before its evidence was exported and its cluster deleted", i+1, len(strategies), cut)
+	case i < len(strategies)-1:
+		part.Incomplete = fmt.Sprintf("kept after run %d of %d: the %s run was still to come", i+1, len(strategies), strategies[i+1])
+	}
+	return &part, part.Finish(now)
 }

@@ -124,7 +124,7 @@ func TestNothingSelectedMakesNoCluster(t *testing.T) {
 	res := report.New(in.Pair, report.Tool{Version: "test", Go: "go", Kind: "v0"}, t0())
 	for _, s := range in.Strategies {
 		r := &run{in: in, strategy: s, out: io.Discard}
-		r.judgeAll(context.Background())
+		r.judgeAll(context.Background(), func(report.Run) { t.Error("a run that judged nothing kept results") })
 		if r.c != nil || len(r.phases) != 0 {
 			t.Fatalf("%s: a run with nothing to judge made a cluster or ran phases: %v", s, r.phases)
 		}
@@ -272,5 +272,42 @@ func TestSurgePlan(t *testing.T) {
 		if got := in.surgePlan(); got != tc.want {
 			t.Errorf("--shard %v: %+v, want %+v", tc.shard, got, tc.want)
 		}
+	}
+}
+
+// The results kept before a run's evidence is exported and its cluster
+// deleted (what a cancelled CI job still publishes) are incomplete while
+// runs are still to come or when the run was interrupted, and the run's
+// own verdict only when it was the last and ran through.
+func TestCheckpoint(t *testing.T) {
+	in := input(t)
+	run := func(s rollout.Strategy, failing certify.ID) report.Run {
+		r := &run{in: in, strategy: s, out: io.Discard}
+		for _, p := range certify.Catalogue() {
+			v := certify.Verdict{ID: p.ID, Outcome: certify.Pass}
+			if p.ID == failing {
+				v = certify.Verdict{ID: p.ID, Outcome: certify.Fail, Reason: "2 acknowledged writes missing"}
+			}
+			r.keep(v)
+		}
+		return r.result()
+	}
+	both := []rollout.Strategy{rollout.StrategySurge, rollout.StrategyInPlace}
+	res := report.New(in.Pair, report.Tool{Version: "test", Go: "go", Kind: "v0"}, t0())
+	first, err := checkpoint(res, run(rollout.StrategySurge, ""), both, 0, nil, t0().Add(time.Minute))
+	if err != nil || first.Outcome != certify.Incomplete || !strings.Contains(first.Incomplete, "the in-place run was still to come") {
+		t.Errorf("after the first of two runs: %v, %s %q", err, first.Outcome, first.Incomplete)
+	}
+	res.Runs = append(res.Runs, run(rollout.StrategySurge, ""))
+	last, err := checkpoint(res, run(rollout.StrategyInPlace, "rollout.no-lost-writes"), both, 1, nil, t0().Add(2*time.Minute))
+	if err != nil || last.Outcome != certify.Fail || last.Incomplete != "" || len(last.Runs) != 2 {
+		t.Errorf("after the last run: %v, %s %q", err, last.Outcome, last.Incomplete)
+	}
+	cut, err := checkpoint(res, run(rollout.StrategyInPlace, ""), both, 1, context.Canceled, t0().Add(2*time.Minute))
+	if err != nil || cut.Outcome != certify.Incomplete || !strings.Contains(cut.Incomplete, "interrupted in run 2 of 2 (context canceled)") {
+		t.Errorf("interrupted: %v, %s %q", err, cut.Outcome, cut.Incomplete)
+	}
+	if len(res.Runs) != 1 {
+		t.Errorf("a checkpoint changed the results it started from: %d runs", len(res.Runs))
 	}
 }

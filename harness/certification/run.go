@@ -183,7 +183,7 @@ func (r *run) phase(ctx context.Context, name string, fn func(context.Context) e
 // judgeAll takes the cluster through the strategy's phases. Whatever
 // happens, the cluster goes (unless retained) and every promise ends with
 // a verdict.
-func (r *run) judgeAll(ctx context.Context) {
+func (r *run) judgeAll(ctx context.Context, checkpoint func(report.Run)) {
 	plan := Plan(r.in)[r.strategy]
 	wanted := false
 	for _, v := range plan {
@@ -216,6 +216,14 @@ func (r *run) judgeAll(ctx context.Context) {
 		if r.stopLogs != nil {
 			r.stopLogs()
 		}
+	}
+	r.judgeTheRest(ctx, plan, err)
+	if wanted && checkpoint != nil {
+		// Every verdict is in: kept before the export and the deletion,
+		// which may take minutes a cancelled CI job does not have.
+		checkpoint(r.result())
+	}
+	if wanted {
 		if r.c != nil && r.in.Evidence != "" {
 			// Kept on a pass as on a failure: what the verdicts rest on.
 			ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
@@ -238,6 +246,12 @@ func (r *run) judgeAll(ctx context.Context) {
 			cancel()
 		}
 	}
+}
+
+// judgeTheRest gives every promise of the plan the run did not judge its
+// verdict: the plan's own (not applicable, not selected), interrupted
+// when the run was, else an error with why the run ended before it (err).
+func (r *run) judgeTheRest(ctx context.Context, plan []certify.Verdict, err error) {
 	for _, v := range plan {
 		if _, judged := r.verdicts[v.ID]; judged {
 			continue
