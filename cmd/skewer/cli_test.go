@@ -59,6 +59,8 @@ func TestBadInputIsRefusedInOneLine(t *testing.T) {
 		// Results that could not be kept: refused before a cluster is made.
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--out", "/etc/passwd/results"}, "--out: mkdir /etc/passwd: not a directory"},
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--max-failed", "150"}, "the share of failed requests allowed is 1.5"},
+		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--max-failed", "NaN"}, "the share of failed requests allowed is NaN"},
+		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--max-failed", "-Inf"}, "the share of failed requests allowed is -Inf"},
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--max-unavailable", "-1s"}, "a bound on unavailability is negative"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -37,7 +37,7 @@ var DefaultBudget = Budget{MaxFailed: 0.01, MaxUnavailable: 15 * time.Second}
 // Validate refuses bounds no traffic could be held to.
 func (b Budget) Validate() error {
 	var errs []error
-	if b.MaxFailed < 0 || b.MaxFailed > 1 {
+	if !(b.MaxFailed >= 0 && b.MaxFailed <= 1) { // NaN too: JSON could not even record it
 		errs = append(errs, fmt.Errorf("the share of failed requests allowed is %g; want 0 to 1 (0%% to 100%%)", b.MaxFailed))
 	}
 	if b.MaxUnavailable < 0 || b.MaxUnavailableReused < 0 {
