@@ -38,6 +38,10 @@ type runView struct {
 	Run
 	Bars  []bar
 	Ticks []tick
+	// Promises are the run's, less those another shard's run judges
+	// (Elsewhere counts them).
+	Promises  []Result
+	Elsewhere int
 }
 
 // HTML writes report.html: one page with no outside resource (styles and
@@ -47,7 +51,15 @@ func (r *Results) HTML(w io.Writer) error {
 	var runs []runView
 	for _, run := range r.Runs {
 		bs, ticks := bars(run.Phases, run.Events)
-		runs = append(runs, runView{Run: run, Bars: bs, Ticks: ticks})
+		v := runView{Run: run, Bars: bs, Ticks: ticks}
+		for _, p := range run.Promises {
+			if r.elsewhere(run, p.Verdict) {
+				v.Elsewhere++
+			} else {
+				v.Promises = append(v.Promises, p)
+			}
+		}
+		runs = append(runs, v)
 	}
 	return page.Execute(w, map[string]any{"R": r, "Runs": runs, "Outcomes": outcomes, "Counts": r.countLine()})
 }

@@ -83,6 +83,16 @@ func TestMergeShardsOfARecordedCertification(t *testing.T) {
 	if strings.Contains(sum, "## Not selected") {
 		t.Error("the summary lists as not selected promises another shard judged")
 	}
+	var page strings.Builder
+	if err := m.HTML(&page); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(page.String(), `data-outcome="not-selected"`); n != 0 {
+		t.Errorf("report.html shows %d rows of promises another shard judged", n)
+	}
+	if !strings.Contains(page.String(), "more promises are another shard") {
+		t.Error("report.html does not say the rest are another shard's")
+	}
 	dir := t.TempDir()
 	if err := m.Write(dir); err != nil {
 		t.Fatal(err)
