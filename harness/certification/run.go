@@ -470,8 +470,8 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 }
 
 // surgeThrough is the surge run from the mixed window on, under the
-// traffic (started here when none is given): back to all-old, forward to
-// two of three, then through - each part as the plan needs it.
+// traffic when its verdicts are wanted: back to all-old, forward to two
+// of three, then through - each part as the plan needs it.
 func (r *run) surgeThrough(ctx context.Context, plan surgePlan, before *corev1.ConfigMap) error {
 	from, to := r.in.Pair.From, r.in.Pair.To
 	if !plan.through && !(plan.window && plan.rollback) {
