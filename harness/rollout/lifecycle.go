@@ -128,8 +128,8 @@ func planInPlace(ctx context.Context, c *cluster.Cluster, in RollInput, images *
 
 // StageImages loads to's component images into every node ahead of an
 // in-place rollout (then given Staged), as an operator pre-pulls them
-// before `kubeadm upgrade`: copying them is not the upgrade, and done
-// under a rollout's traffic it took three times as long.
+// before `kubeadm upgrade`: copying them is not the upgrade, and under a
+// rollout's traffic it was the first step's 163 s (123 s before it).
 func StageImages(ctx context.Context, c *cluster.Cluster, to version.Version, images *nodeimage.Resolver) error {
 	art, err := resolverOr(images, nil).Artifacts(ctx, to)
 	if err != nil {
