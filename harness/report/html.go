@@ -7,13 +7,15 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/skewer-k8s/skewer/harness/certify"
 )
 
 //go:embed report.html.tmpl
 var htmlTemplate string
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"area":  area,
+	"area":  certify.ID.Area,
 	"join":  strings.Join,
 	"codes": codes,
 	"dur":   func(d time.Duration) string { return d.Round(100 * time.Microsecond).String() },
@@ -52,13 +54,7 @@ func (r *Results) HTML(w io.Writer) error {
 	for _, run := range r.Runs {
 		bs, ticks := bars(run.Phases, run.Events)
 		v := runView{Run: run, Bars: bs, Ticks: ticks}
-		for _, p := range run.Promises {
-			if r.elsewhere(run, p.Verdict) {
-				v.Elsewhere++
-			} else {
-				v.Promises = append(v.Promises, p)
-			}
-		}
+		v.Promises, v.Elsewhere = r.own(run)
 		runs = append(runs, v)
 	}
 	return page.Execute(w, map[string]any{"R": r, "Runs": runs, "Outcomes": outcomes, "Counts": r.countLine()})

@@ -32,7 +32,7 @@ func (r *Results) JUnit(w io.Writer) error {
 		s.AddProperty("coverage", r.Coverage.String())
 		s.AddProperty("strict", fmt.Sprint(r.Strict))
 		for _, p := range run.Promises {
-			tc := junit.Testcase{Name: string(p.ID), Classname: "skewer." + area(p.ID) + "." + run.Strategy}
+			tc := junit.Testcase{Name: string(p.ID), Classname: "skewer." + p.ID.Area() + "." + run.Strategy}
 			detail := p.Statement
 			if len(p.Evidence) > 0 {
 				detail += "\nevidence:\n  " + strings.Join(p.Evidence, "\n  ")

@@ -33,7 +33,7 @@ func shard(t *testing.T, r *Results, areas string, took time.Duration) *Results 
 		run.Cluster += "-" + strings.ReplaceAll(areas, ",", "-")
 		run.Promises = append([]Result(nil), run.Promises...)
 		for i, p := range run.Promises {
-			if a := area(p.ID); a != "cluster" && !strings.Contains(","+areas+",", ","+a+",") {
+			if a := p.ID.Area(); a != "cluster" && !strings.Contains(","+areas+",", ","+a+",") {
 				run.Promises[i].Verdict = certify.Verdict{ID: p.ID, Outcome: certify.NotSelected, Reason: "not among --only"}
 				run.Promises[i].Measured = nil
 			}

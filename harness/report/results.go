@@ -318,7 +318,7 @@ func (r *Results) coverage() Coverage {
 	var areas []string
 	for _, p := range certify.Catalogue() {
 		c.Promises++
-		a := area(p.ID)
+		a := p.ID.Area()
 		if byArea[a] == nil {
 			byArea[a] = &AreaCoverage{Area: a}
 			areas = append(areas, a)
@@ -396,6 +396,19 @@ func (r *Results) Counts() map[certify.Outcome]int {
 		}
 	}
 	return out
+}
+
+// own is run's promises less those another shard's run judges, and how
+// many those are: what a report shows of the run.
+func (r *Results) own(run Run) (promises []Result, elsewhere int) {
+	for _, p := range run.Promises {
+		if r.elsewhere(run, p.Verdict) {
+			elsewhere++
+		} else {
+			promises = append(promises, p)
+		}
+	}
+	return promises, elsewhere
 }
 
 // elsewhere says v is a promise this run did not select that another run
@@ -504,6 +517,3 @@ func writeAtomic(path string, b []byte) error {
 	}
 	return os.Rename(tmp, path)
 }
-
-// area is the first part of a promise ID: rollout, mvp, sidecar, cluster.
-func area(id certify.ID) string { return id.Area() }

@@ -52,12 +52,8 @@ func (r *Results) Summary() string {
 	}
 	for _, run := range r.Runs {
 		fmt.Fprintf(&b, "\n## %s on %s\n\n| promise | outcome | statement |\n|---|---|---|\n", run.Label(), run.Cluster)
-		others := 0
-		for _, p := range run.Promises {
-			if r.elsewhere(run, p.Verdict) {
-				others++
-				continue
-			}
+		promises, others := r.own(run)
+		for _, p := range promises {
 			fmt.Fprintf(&b, "| `%s` | %s | %s |\n", p.ID, p.Outcome, cell(p.Statement))
 		}
 		if others > 0 {
