@@ -10,6 +10,7 @@ import (
 
 	"github.com/skewer-k8s/skewer/harness/audit"
 	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/version"
 )
 
@@ -33,6 +34,22 @@ func TestForbiddenIsExplainedOnlyByTheAuditLogAndALaterSuccess(t *testing.T) {
 		// resource and forwarded it; the peer, just restarted, denied it.
 		{Time: at(8), Target: "lb", Conn: Reused, Verb: "list", Code: 403, AuditID: "proxied"},
 		{Time: at(9), Target: "lb", Conn: Reused, Verb: "list", Code: 200, AuditID: "a9"},
+		// Allowed later too, but denied by apiservers long since started,
+		// or whose start no kept log shows: not a start-up's denial.
+		{Time: at(10), Target: "lb", Conn: Reused, Verb: "get", Code: 403, AuditID: "started-long-ago"},
+		{Time: at(11), Target: "lb", Conn: Reused, Verb: "get", Code: 403, AuditID: "start-unknown"},
+		{Time: at(12), Target: "lb", Conn: Reused, Verb: "get", Code: 200, AuditID: "a12"},
+	}
+	started := map[string]time.Time{"cp1": at(-30), "cp2": at(-10), "cp4": at(-5), "cp5": at(10).Add(-startingFor - time.Second)}
+	logs := func(node string) ([]cluster.LogLine, error) {
+		var out []cluster.LogLine
+		if t, ok := started[node]; ok {
+			out = append(out,
+				cluster.LogLine{Time: t.Add(-time.Hour), Text: "I1204 server.go:150] Version: v1.35.4"}, // an earlier start
+				cluster.LogLine{Time: t, Text: "I1204 server.go:150] Version: v1.36.3"},
+				cluster.LogLine{Time: at(100), Text: "I1204 server.go:150] Version: v1.36.3"}) // one after the denial
+		}
+		return out, nil
 	}
 	events := map[string][]audit.Logged{
 		"synced-later":        {logged("cp1", "synced-later", "forbid", `RBAC: clusterrole.rbac.authorization.k8s.io "cluster-admin" not found`)},
@@ -40,6 +57,8 @@ func TestForbiddenIsExplainedOnlyByTheAuditLogAndALaterSuccess(t *testing.T) {
 		"admission":           {logged("cp3", "admission", "allow", "RBAC: allowed by ClusterRoleBinding")},
 		"direct":              {logged("cp2", "direct", "forbid", "")},
 		"proxied":             {logged("cp3", "proxied", "allow", "RBAC: allowed by ClusterRoleBinding"), logged("cp4", "proxied", "forbid", "")},
+		"started-long-ago":    {logged("cp5", "started-long-ago", "forbid", "")},
+		"start-unknown":       {logged("cp6", "start-unknown", "forbid", "")},
 	}
 	var forbidden []Record
 	for _, r := range records {
@@ -47,16 +66,17 @@ func TestForbiddenIsExplainedOnlyByTheAuditLogAndALaterSuccess(t *testing.T) {
 			forbidden = append(forbidden, r)
 		}
 	}
-	got := ExplainForbidden(forbidden, records, events)
+	got := ExplainForbidden(forbidden, records, events, logs)
 	want := map[string]string{"synced-later": CauseAuthorizerNotSynced, "never-allowed-after": certify.UnknownCause,
 		"not-logged": certify.UnknownCause, "admission": certify.UnknownCause, "direct": CauseAuthorizerNotSynced,
-		"proxied": CauseAuthorizerNotSynced}
+		"proxied": CauseAuthorizerNotSynced, "started-long-ago": certify.UnknownCause, "start-unknown": certify.UnknownCause}
 	for _, f := range got {
 		if f.Cause != want[f.AuditID] {
 			t.Errorf("%s: cause %s, want %s", f.AuditID, f.Cause, want[f.AuditID])
 		}
 	}
-	if s := got[0].String(); !strings.Contains(s, `denied by cp1`) || !strings.Contains(s, "cluster-admin") {
+	if s := got[0].String(); !strings.Contains(s, `denied by cp1`) || !strings.Contains(s, "cluster-admin") ||
+		!strings.Contains(s, "its apiserver's start "+at(-30).Format("15:04:05.000")) {
 		t.Errorf("the explanation does not say who denied it and why: %s", s)
 	}
 	if s := got[2].String(); !strings.Contains(s, "logged by no apiserver") {
@@ -69,8 +89,11 @@ func TestForbiddenIsExplainedOnlyByTheAuditLogAndALaterSuccess(t *testing.T) {
 		t.Errorf("a 403 from the peer: %s", s)
 	}
 
+	if s := got[7].String(); !strings.Contains(s, "its apiserver's start not in its kept log") {
+		t.Errorf("a denial by an apiserver whose start is unknown: %s", s)
+	}
 	v := forbiddenVerdict(got, 500)
-	if v.Outcome != certify.Fail || len(v.Causes) != 5 || !strings.Contains(v.Reason, "5 request(s) through the load balancer denied") {
+	if v.Outcome != certify.Fail || len(v.Causes) != 7 || !strings.Contains(v.Reason, "7 request(s) through the load balancer denied") {
 		t.Errorf("four 403s through the load balancer: %+v", v)
 	}
 	if !strings.Contains(strings.Join(v.Evidence, " "), "map[cp2:1]") {
@@ -83,7 +106,7 @@ func TestForbiddenIsExplainedOnlyByTheAuditLogAndALaterSuccess(t *testing.T) {
 	if got := ws.Apply(v, false); got.Outcome != certify.Fail {
 		t.Errorf("unexplained 403s waived: %+v", got)
 	}
-	if got := ws.Apply(forbiddenVerdict(ExplainForbidden([]Record{forbidden[0], forbidden[5]}, records, events), 500), false); got.Outcome != certify.Waived {
+	if got := ws.Apply(forbiddenVerdict(ExplainForbidden([]Record{forbidden[0], forbidden[5]}, records, events, logs), 500), false); got.Outcome != certify.Waived {
 		t.Errorf("a 403 of an authorizer not yet synced, with its waiver: %s %s", got.Outcome, got.Reason)
 	}
 	if v := forbiddenVerdict(got[4:5], 500); v.Outcome != certify.Pass {

@@ -585,7 +585,7 @@ func (t *Traffic) explain(forbidden, records []Record) ([]Forbidden, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to find the 403s in the audit logs: %w", err)
 	}
-	return ExplainForbidden(forbidden, records, events), nil
+	return ExplainForbidden(forbidden, records, events, t.c.APIServerLog), nil
 }
 
 // auditEvents are the final audit events of records, by audit ID, from
