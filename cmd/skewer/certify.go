@@ -119,7 +119,7 @@ is 1 when any promise failed.`,
 	fl.StringVar(&f.profile, "profile", "ha", "the cluster profile each run starts from (3 control planes)")
 	fl.Float64Var(&f.maxFailed, "max-failed", 100*certify.DefaultBudget.MaxFailed, "rollout.disruption-budget: the percentage of requests through the load balancer that may fail (5xx, 403 or no response), on new and on reused connections")
 	fl.DurationVar(&f.maxUnavailable, "max-unavailable", certify.DefaultBudget.MaxUnavailable, "rollout.disruption-budget: the longest the load balancer may turn new connections away (0: measured, not bounded)")
-	fl.DurationVar(&f.maxUnavailableReused, "max-unavailable-reused", certify.DefaultBudget.MaxUnavailableReused, "the same for a kept-alive connection, which stays on its backend through that backend's restart (0: measured, not bounded)")
+	fl.DurationVar(&f.maxUnavailableReused, "max-unavailable-reused", certify.DefaultBudget.MaxUnavailableReused, "the same for a kept-alive connection, which each rollout step moves off its backend before stopping it (0: measured, not bounded)")
 	f.images.add(fl, "from=, to= or ")
 	return cmd
 }

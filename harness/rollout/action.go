@@ -15,28 +15,50 @@ import (
 // Action is one named change to a cluster.
 type Action interface {
 	Name() string
+	// Node is the node the action changes, once it has run ("" for a
+	// change to the cluster as a whole): what restarts there is its doing.
+	Node() string
 	Execute(ctx context.Context, c *cluster.Cluster) error
 }
 
 // actionFunc is an Action made of a name and a function.
 type actionFunc struct {
 	name string
+	node func() string
 	fn   func(ctx context.Context, c *cluster.Cluster) error
 }
 
 func (a actionFunc) Name() string { return a.name }
+func (a actionFunc) Node() string {
+	if a.node == nil {
+		return ""
+	}
+	return a.node()
+}
 func (a actionFunc) Execute(ctx context.Context, c *cluster.Cluster) error {
 	return a.fn(ctx, c)
 }
 
-// Do makes an Action of a name and a function.
+// Do makes an Action of a name and a function that changes the cluster
+// as a whole.
 func Do(name string, fn func(ctx context.Context, c *cluster.Cluster) error) Action {
 	return actionFunc{name: name, fn: fn}
 }
 
+// DoOn is Do for an action that changes one node: node says which once
+// the action has run (a joiner's name is known only then).
+func DoOn(node func() string, name string, fn func(ctx context.Context, c *cluster.Cluster) error) Action {
+	return actionFunc{name: name, node: node, fn: fn}
+}
+
+// on is the node name, for DoOn.
+func on(name string) func() string { return func() string { return name } }
+
 // Step is the record of one executed Action.
 type Step struct {
-	Name     string
+	Name string
+	// Node is the node it changed (Action.Node).
+	Node     string
 	Start    time.Time
 	Duration time.Duration
 	Err      error
@@ -69,7 +91,7 @@ func (r *Runner) Run(ctx context.Context, c *cluster.Cluster, actions []Action) 
 		s := Step{Name: a.Name(), Start: time.Now()}
 		r.printf("[%7s] (%d/%d) %s ...", since(start), i+1, len(actions), a.Name())
 		s.Err = a.Execute(ctx, c)
-		s.Duration = time.Since(s.Start)
+		s.Duration, s.Node = time.Since(s.Start), a.Node()
 		r.Steps = append(r.Steps, s)
 		if s.Err != nil {
 			r.printf("[%7s] ✗ %s (%s): %v", since(start), a.Name(), s.Duration.Round(100*time.Millisecond), s.Err)

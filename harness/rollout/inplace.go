@@ -57,7 +57,6 @@ func inPlace(ctx context.Context, c *cluster.Cluster, in inPlaceInput) ([]Action
 	if in.PauseAfter > 0 && in.PauseAfter < len(old) {
 		old = old[:in.PauseAfter]
 	}
-	from := clusterVersion
 	var actions []Action
 	if !in.Staged {
 		actions = append(actions, Do("load the "+target.String()+" images into every node", func(ctx context.Context, c *cluster.Cluster) error {
@@ -84,28 +83,20 @@ func inPlace(ctx context.Context, c *cluster.Cluster, in inPlaceInput) ([]Action
 		actions = append(actions,
 			// kubeadm upgrades a node's etcd member while its apiserver,
 			// which reads that member only, keeps serving: every client
-			// on it stalls until the member is back, a minute here
+			// on it would stall until the member is back, a minute here
 			// (kubernetes/kubeadm#2991, closed with the advice to stop
-			// the apiserver first). Its clients are moved off first: out
-			// of the load balancer, then a graceful restart of the
-			// apiserver, which closes their connections.
-			Do(fmt.Sprintf("take %s out of the load balancer and move its clients to the others", name), func(ctx context.Context, c *cluster.Cluster) error {
-				if err := syncLoadBalancer(ctx, c, name); err != nil {
-					return err
-				}
+			// the apiserver first). Its clients are moved off first.
+			DoOn(on(name), fmt.Sprintf("take %s out of the load balancer and move its clients to the others", name), func(ctx context.Context, c *cluster.Cluster) error {
 				n, err := c.Node(ctx, name)
 				if err != nil {
 					return err
 				}
-				if _, err := n.Run(ctx, "pkill", "-TERM", "-x", "kube-apiserver"); err != nil {
-					return fmt.Errorf("the graceful stop of %s's apiserver: %w", name, err)
-				}
-				return waitControlPlane(ctx, c, n, from)
+				return moveClientsOff(ctx, c, n)
 			}),
-			Do(fmt.Sprintf("copy %s kubeadm and kubectl into %s", target, name), func(ctx context.Context, c *cluster.Cluster) error {
+			DoOn(on(name), fmt.Sprintf("copy %s kubeadm and kubectl into %s", target, name), func(ctx context.Context, c *cluster.Cluster) error {
 				return installBinaries(ctx, c, name, in.Artifacts.BinDir, "kubeadm", "kubectl")
 			}),
-			Do(what+" on "+name, func(ctx context.Context, c *cluster.Cluster) error {
+			DoOn(on(name), what+" on "+name, func(ctx context.Context, c *cluster.Cluster) error {
 				n, err := c.Node(ctx, name)
 				if err != nil {
 					return err
@@ -113,7 +104,7 @@ func inPlace(ctx context.Context, c *cluster.Cluster, in inPlaceInput) ([]Action
 				_, err = n.Run(ctx, upgrade...)
 				return err
 			}),
-			Do(fmt.Sprintf("replace %s's kubelet with %s and restart it", name, target), func(ctx context.Context, c *cluster.Cluster) error {
+			DoOn(on(name), fmt.Sprintf("replace %s's kubelet with %s and restart it", name, target), func(ctx context.Context, c *cluster.Cluster) error {
 				if err := installBinaries(ctx, c, name, in.Artifacts.BinDir, "kubelet"); err != nil {
 					return err
 				}
@@ -127,14 +118,14 @@ func inPlace(ctx context.Context, c *cluster.Cluster, in inPlaceInput) ([]Action
 				_, err = n.Run(ctx, "systemctl", "restart", "kubelet")
 				return err
 			}),
-			Do(fmt.Sprintf("wait for %s Ready and its apiserver at %s", name, target), func(ctx context.Context, c *cluster.Cluster) error {
+			DoOn(on(name), fmt.Sprintf("wait for %s Ready and its apiserver at %s", name, target), func(ctx context.Context, c *cluster.Cluster) error {
 				n, err := c.Node(ctx, name)
 				if err != nil {
 					return err
 				}
 				return waitControlPlane(ctx, c, n, target)
 			}),
-			Do(fmt.Sprintf("put %s back into the load balancer", name), func(ctx context.Context, c *cluster.Cluster) error {
+			DoOn(on(name), fmt.Sprintf("put %s back into the load balancer", name), func(ctx context.Context, c *cluster.Cluster) error {
 				return syncLoadBalancer(ctx, c)
 			}),
 		)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -63,14 +65,78 @@ func evictable(ctx context.Context, cs kubernetes.Interface, node string) ([]cor
 	return out, nil
 }
 
+// moveClientsOff takes node out of the load balancer, so no new
+// connection goes to its apiserver, and stops that apiserver: first
+// gracefully, which sends every connection it holds GOAWAY at once
+// (kubeadm sets no --shutdown-delay-duration), so a kept-alive client
+// reconnects through the load balancer to another before anything in the
+// node stops serving; then, once it refuses requests and watchesCut has
+// let its short requests finish, killed. Left alone it would hold its
+// open watches for the graceful stop's whole minute (kube-apiserver does
+// not wait for watches to end - --shutdown-watch-termination-grace-period
+// is 0 - so their final audit events are lost either way), and the
+// kubelet on the node, which reads only this apiserver, could tell
+// kubeadm nothing meanwhile. The kubelet starts it again outside the
+// load balancer; the upgrade or reset that follows replaces it.
+func moveClientsOff(ctx context.Context, c *cluster.Cluster, node cluster.Node) error {
+	if err := syncLoadBalancer(ctx, c, node.Name); err != nil {
+		return err
+	}
+	pid, err := node.Run(ctx, "pgrep", "-x", "kube-apiserver")
+	if err != nil {
+		// pgrep fails when no process matched too: an apiserver the
+		// kubelet is restarting holds no clients.
+		if serving, _ := apiserverServing(ctx, c, node); serving {
+			return fmt.Errorf("finding %s's apiserver: %w", node.Name, err)
+		}
+		return nil
+	}
+	pid = strings.TrimSpace(pid)
+	if _, err := node.Run(ctx, "kill", "-TERM", pid); err != nil {
+		return fmt.Errorf("the graceful stop of %s's apiserver: %w", node.Name, err)
+	}
+	if err := wait.For(ctx, "rollout/apiserver-stopping", node.Name+"'s apiserver refusing requests",
+		func(ctx context.Context) (bool, string, error) {
+			serving, seen := apiserverServing(ctx, c, node)
+			return !serving, seen, nil
+		}); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(watchesCut):
+	}
+	_, _ = node.Run(ctx, "kill", "-KILL", pid) // gone already, if nothing held it
+	return nil
+}
+
+// watchesCut is how long a stopping apiserver is given, once it refuses
+// new requests, for the requests it had begun: the traffic's and the
+// components' take milliseconds; only watches stay open longer.
+const watchesCut = 5 * time.Second
+
+// apiserverServing says whether node's apiserver takes requests (its
+// /readyz ok), and if not, what it answered.
+func apiserverServing(ctx context.Context, c *cluster.Cluster, node cluster.Node) (bool, string) {
+	cs, err := c.APIServerClient(ctx, node)
+	if err != nil {
+		return false, err.Error()
+	}
+	if err := cluster.Readyz(ctx, cs); err != nil {
+		return false, err.Error()
+	}
+	return true, "its /readyz ok"
+}
+
 // removeControlPlane takes a drained control plane out for good: its
-// backend in the load balancer, kubeadm reset (which removes its etcd
+// clients moved to the others, kubeadm reset (which removes its etcd
 // member), its apiserver identity lease (so no peer keeps routing to it),
 // its Node object and its container.
 func removeControlPlane(ctx context.Context, c *cluster.Cluster, node cluster.Node) error {
-	// Out of the load balancer first, so no new connection goes to an
-	// apiserver about to stop.
-	if err := syncLoadBalancer(ctx, c, node.Name); err != nil {
+	// kubeadm reset removes the etcd member first while the apiserver,
+	// which reads that member only, still serves (kubeadm#2991's shape).
+	if err := moveClientsOff(ctx, c, node); err != nil {
 		return err
 	}
 	if _, err := node.Run(ctx, "kubeadm", "reset", "--force", "--v=2"); err != nil {

@@ -133,13 +133,14 @@ func toMove(ctx context.Context, c *cluster.Cluster, to version.Version, allowDo
 func replace(oldName string, target version.Version, tars map[string]string) []Action {
 	var added cluster.Node // set by the first action, read by the rest
 	var proxied bool       // the joiner holds the image kube-proxy runs
+	joiner := func() string { return added.Name }
 	actions := []Action{
-		Do(fmt.Sprintf("start a %s control-plane node to replace %s", target, oldName), func(ctx context.Context, c *cluster.Cluster) error {
+		DoOn(joiner, fmt.Sprintf("start a %s control-plane node to replace %s", target, oldName), func(ctx context.Context, c *cluster.Cluster) error {
 			n, err := StartControlPlane(ctx, c, target)
 			added = n
 			return err
 		}),
-		Do("join the new node with kubeadm", func(ctx context.Context, c *cluster.Cluster) error {
+		DoOn(joiner, "join the new node with kubeadm", func(ctx context.Context, c *cluster.Cluster) error {
 			member, err := joinedMember(ctx, c, added)
 			if err != nil {
 				return err
@@ -149,18 +150,18 @@ func replace(oldName string, target version.Version, tars map[string]string) []A
 		// After the join, not before: commit 9fddee3 gave them between the
 		// node's start and its join, and the import failed with no message
 		// for the second joiner of a window, every try (docs/status.md).
-		Do("give the new node the images kube-proxy and CoreDNS run", func(ctx context.Context, c *cluster.Cluster) error {
+		DoOn(joiner, "give the new node the images kube-proxy and CoreDNS run", func(ctx context.Context, c *cluster.Cluster) error {
 			var err error
 			proxied, err = giveRunningAddons(ctx, c, added, tars)
 			return err
 		}),
-		Do("wait for the new node Ready and its apiserver at "+target.String(), func(ctx context.Context, c *cluster.Cluster) error {
+		DoOn(joiner, "wait for the new node Ready and its apiserver at "+target.String(), func(ctx context.Context, c *cluster.Cluster) error {
 			if err := waitControlPlane(ctx, c, added, target); err != nil || !proxied {
 				return err
 			}
 			return waitNodeProxy(ctx, c, added)
 		}),
-		Do("add the new node to the load balancer", func(ctx context.Context, c *cluster.Cluster) error {
+		DoOn(joiner, "add the new node to the load balancer", func(ctx context.Context, c *cluster.Cluster) error {
 			return syncLoadBalancer(ctx, c)
 		}),
 	}
@@ -192,10 +193,10 @@ func joinedMember(ctx context.Context, c *cluster.Cluster, joining cluster.Node)
 // retire drains and removes a control plane and checks what is left.
 func retire(name string) []Action {
 	return []Action{
-		Do("drain "+name, func(ctx context.Context, c *cluster.Cluster) error {
+		DoOn(on(name), "drain "+name, func(ctx context.Context, c *cluster.Cluster) error {
 			return drain(ctx, c, name)
 		}),
-		Do("remove "+name+" (etcd member, identity lease, Node, container, load balancer backend)", func(ctx context.Context, c *cluster.Cluster) error {
+		DoOn(on(name), "remove "+name+" (etcd member, identity lease, Node, container, load balancer backend)", func(ctx context.Context, c *cluster.Cluster) error {
 			n, err := c.Node(ctx, name)
 			if err != nil {
 				return err
