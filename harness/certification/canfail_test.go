@@ -72,13 +72,13 @@ var canFail = []struct {
 	}},
 	{"cluster.no-unexpected-restarts", "CoreDNS restarted in a phase that meant only the control plane", func(t *testing.T) certify.Verdict {
 		t0 := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
-		meant := Meant([]report.Phase{{Name: "roll", Start: t0, End: t0.Add(time.Minute)}}, map[string][]string{"roll": {restarts.ControlPlane}}, nil)
+		meant := Meant([]report.Phase{{Name: "roll", Start: t0, End: t0.Add(time.Minute)}}, map[string]*Meaning{"roll": {Words: []string{restarts.ControlPlane}}})
 		return restarts.Check([]restarts.Event{{Kind: restarts.Container, Time: t0.Add(30 * time.Second), Node: "w1", Namespace: "kube-system",
 			Pod: "coredns-1", Container: "coredns", Count: 1, ExitCode: 137, Reason: "Error"}}, meant)
 	}},
 	{"cluster.nodes-stay-ready", "a worker no step acted on left Ready, its kubelet's requests unread", func(t *testing.T) certify.Verdict {
 		t0 := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
-		meant := Meant([]report.Phase{{Name: "roll", Start: t0, End: t0.Add(time.Minute)}}, map[string][]string{"roll": {restarts.ControlPlane}}, nil)
+		meant := Meant([]report.Phase{{Name: "roll", Start: t0, End: t0.Add(time.Minute)}}, map[string]*Meaning{"roll": {Words: []string{restarts.ControlPlane}}})
 		return restarts.StayReady([]restarts.Event{{Kind: restarts.NotReady, Time: t0.Add(30 * time.Second), Node: "w1", Reason: "NodeStatusUnknown"}}, meant, nil)
 	}},
 	{"mvp.audit.run-complete", "a peer that stays up never ends a request its entry ended", func(t *testing.T) certify.Verdict {

@@ -8,6 +8,7 @@ import (
 	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/report"
 	"github.com/skewer-k8s/skewer/harness/restarts"
+	"github.com/skewer-k8s/skewer/harness/rollout"
 	"github.com/skewer-k8s/skewer/harness/sidecarchecks"
 )
 
@@ -19,7 +20,7 @@ func TestMeantByWhatEachPhaseSays(t *testing.T) {
 		{Name: "roll", Start: t0, End: t0.Add(time.Minute)},
 		{Name: "sidecars", Start: t0.Add(time.Minute), End: t0.Add(2 * time.Minute)},
 	}
-	meant := Meant(phases, map[string][]string{"roll": {restarts.ControlPlane}, "sidecars": {sidecarchecks.CrashingSidecar}}, nil)
+	meant := Meant(phases, map[string]*Meaning{"roll": {Words: []string{restarts.ControlPlane}}, "sidecars": {Words: []string{sidecarchecks.CrashingSidecar}}})
 	apiserver := restarts.Event{Kind: restarts.Container, Namespace: "kube-system", Container: "kube-apiserver", Pod: "kube-apiserver-cp1"}
 	proxy := restarts.Event{Kind: restarts.Container, Namespace: "skewer-sidecar-1", Container: sidecarchecks.CrashingSidecar, Pod: "crash"}
 	for _, c := range []struct {
@@ -46,7 +47,7 @@ func TestMeantByWhatEachPhaseSays(t *testing.T) {
 func TestAFaultMeansItsNodeOnly(t *testing.T) {
 	t0 := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
 	phases := []report.Phase{{Name: "fault: cp4 killed", Start: t0, End: t0.Add(time.Minute)}, {Name: "the link black-holed", Start: t0.Add(time.Minute), End: t0.Add(2 * time.Minute)}}
-	meant := Meant(phases, map[string][]string{"fault: cp4 killed": {restarts.ControlPlane}}, map[string][]string{"fault: cp4 killed": {"cp4"}})
+	meant := Meant(phases, map[string]*Meaning{"fault: cp4 killed": {Words: []string{restarts.ControlPlane}, Nodes: []string{"cp4"}}})
 	on := func(node string, at time.Duration) restarts.Event {
 		return restarts.Event{Kind: restarts.Container, Namespace: "kube-system", Container: "kube-apiserver", Pod: "kube-apiserver-" + node, Node: node,
 			ControlPlaneNode: true, Time: t0.Add(at), ExitCode: 137}
@@ -62,6 +63,52 @@ func TestAFaultMeansItsNodeOnly(t *testing.T) {
 	v := restarts.Check([]restarts.Event{on("cp4", 30*time.Second), on("cp2", 31*time.Second)}, meant)
 	if v.Outcome != certify.Fail || !strings.Contains(v.Reason, "cp2") {
 		t.Errorf("an apiserver crash on a node the fault does not touch: %s %q", v.Outcome, v.Reason)
+	}
+}
+
+// A rollout's step means the restarts of the node it acts on, while it
+// runs: an apiserver crashing on another node during it, or on its node
+// between its steps, is unexpected. A step on the whole cluster means
+// them on any node. A controller-manager elsewhere that lost its leader
+// lease is meant only when its own last lines say so.
+func TestARolloutStepMeansItsNodeOnly(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	roll := &rollout.Runner{Steps: []rollout.Step{
+		{Name: "upgrade cp1", Node: "cp1", Start: at(0), Duration: 60 * time.Second},
+		{Name: "set ClusterConfiguration", Start: at(70), Duration: 10 * time.Second},
+		{Name: "upgrade cp2", Node: "cp2", Start: at(100), Duration: 60 * time.Second},
+	}}
+	phases := []report.Phase{{Name: "roll", Start: at(-30), End: at(200)}}
+	meant := Meant(phases, map[string]*Meaning{"roll": {Words: []string{restarts.ControlPlane}, Rollouts: []*rollout.Runner{roll}}})
+	ev := func(container, node string, s int, logs ...string) restarts.Event {
+		return restarts.Event{Kind: restarts.Container, Namespace: "kube-system", Container: container, Pod: container + "-" + node, Node: node,
+			ControlPlaneNode: true, Time: at(s), ExitCode: 1, Logs: logs}
+	}
+	lost := `E1204 10:01:30.1 1 controllermanager.go:368] "leaderelection lost"`
+	for _, c := range []struct {
+		e    restarts.Event
+		want bool
+	}{
+		{ev("kube-apiserver", "cp1", 30), true},
+		{ev("kube-apiserver", "cp2", 30), false},  // another node, during cp1's step
+		{ev("kube-apiserver", "cp1", 90), false},  // its node, between its steps
+		{ev("kube-apiserver", "cp1", 120), false}, // its node, during cp2's step
+		{ev("kube-apiserver", "cp3", 75), true},   // a step on the whole cluster
+		{ev("kube-apiserver", "cp2", -10), false}, // the phase, before its rollout
+		{ev("kube-controller-manager", "cp3", 30, "I1204 ...", lost), true},
+		{ev("kube-scheduler", "cp3", 130, `E1204 server.go:314] "Leaderelection lost"`), true},
+		{ev("kube-controller-manager", "cp3", 30, "I1204 something else"), false},
+		{ev("kube-apiserver", "cp3", 30, lost), false},          // only a leader-elected component
+		{ev("kube-controller-manager", "cp3", 90, lost), false}, // no step under way
+	} {
+		if got := meant(c.e); got != c.want {
+			t.Errorf("%s on %s at +%s (logs %q): meant %v, want %v", c.e.Container, c.e.Node, c.e.Time.Sub(t0), c.e.Logs, got, c.want)
+		}
+	}
+	v := restarts.Check([]restarts.Event{ev("kube-controller-manager", "cp3", 30, lost)}, meant)
+	if v.Outcome != certify.Pass || !strings.Contains(strings.Join(v.Evidence, " "), "cause lost-leader-lease") {
+		t.Errorf("a lost leader lease elsewhere, in the evidence: %s %v", v.Outcome, v.Evidence)
 	}
 }
 

@@ -54,15 +54,10 @@ type run struct {
 	components map[string][]report.Component
 	// monitor watches for containers restarting from the cluster's
 	// creation to the export of the evidence; current is the phase under
-	// way; restarts says, of the phases meant to restart something, what
-	// (restarts.ControlPlane where a rollout acted or a fault killed a
-	// component, a container's name where a check crashes it on purpose).
+	// way; restarts says, of the phases meant to restart something, what.
 	monitor  *restarts.Monitor
 	current  string
-	restarts map[string][]string
-	// restartsOn are, of the phases meant to restart something, the nodes
-	// a phase acts on when it acts on some only (a fault); none: any.
-	restartsOn map[string][]string
+	restarts map[string]*Meaning
 	// stopLogs ends the keeping of every apiserver's log (KeepAPIServerLogs)
 	// before the evidence is exported.
 	stopLogs func()
@@ -197,7 +192,7 @@ func (r *run) judgeAll(ctx context.Context, checkpoint func(report.Run)) {
 		err = r.transitions(ctx)
 		r.cutShort = nil
 		if r.monitor != nil {
-			meant := Meant(r.phases, r.restarts, r.restartsOn)
+			meant := Meant(r.phases, r.restarts)
 			var auditLogs []string
 			if r.c != nil {
 				auditLogs, _ = r.c.AuditLogs() // none: a node's cause is unknown, and says so
@@ -508,6 +503,7 @@ func (r *run) surgeThrough(ctx context.Context, plan surgePlan, before *corev1.C
 	}); err != nil {
 		return err
 	}
+	var two *Window
 	if r.window != nil && plan.windowTwo {
 		if err := r.phase(ctx, fmt.Sprintf("the mixed window again: two control planes at %s, under the traffic", to), func(ctx context.Context) error {
 			if err := rollout.Roll(ctx, r.c, rollout.RollInput{To: to, Strategy: rollout.StrategySurge, PauseAfter: 2, Images: r.in.Images, Runner: r.runner(load)}); err != nil {
@@ -517,17 +513,24 @@ func (r *run) surgeThrough(ctx context.Context, plan surgePlan, before *corev1.C
 			v, _, took := CheckDiscovery(ctx, r.c, to)
 			r.judge(v)
 			r.measure(v.ID, "two of three at %s: every apiserver's merged discovery showed what only %s serves %s after the rollout paused", to, to, took.Round(100*time.Millisecond))
-			w, err := OpenWindow(ctx, r.c, to, []discovery.Resource{r.window.Resource})
-			if err != nil {
+			var err error
+			if two, err = OpenWindow(ctx, r.c, to, []discovery.Resource{r.window.Resource}); err != nil {
 				r.judge(fail("mvp.fault.peer-stopped", "%v", err))
-				return nil
-			}
-			r.judge(CheckPeerStopped(ctx, r.c, w))
-			for _, v := range CheckPeerKilled(ctx, r.c, w) {
-				r.judge(v)
 			}
 			return nil
 		}); err != nil {
+			return err
+		}
+	}
+	// Each fault a phase of its own, as in window one: what it restarts is
+	// meant on its node only, and a rollout's step means restarts only on
+	// the node it acts on.
+	if two != nil {
+		peer := two.New[0].Name
+		if err := r.check(ctx, fmt.Sprintf("fault: %s's apiserver stopped, one of two capable peers", peer), peer, two, one(CheckPeerStopped)); err != nil {
+			return err
+		}
+		if err := r.check(ctx, fmt.Sprintf("fault: %s killed, one of two capable peers", peer), peer, two, CheckPeerKilled); err != nil {
 			return err
 		}
 	}
@@ -545,11 +548,7 @@ func (r *run) surgeThrough(ctx context.Context, plan surgePlan, before *corev1.C
 func (r *run) check(ctx context.Context, name, restarting string, w *Window, check func(context.Context, *cluster.Cluster, *Window) []certify.Verdict) error {
 	return r.phase(ctx, name, func(ctx context.Context) error {
 		if restarting != "" {
-			r.restarting(restarts.ControlPlane)
-			if r.restartsOn == nil {
-				r.restartsOn = map[string][]string{}
-			}
-			r.restartsOn[name] = []string{restarting}
+			r.restarting(restarts.ControlPlane).Nodes = []string{restarting}
 		}
 		for _, v := range check(ctx, r.c, w) {
 			r.judge(v)
@@ -737,28 +736,37 @@ func (r *run) startTraffic(ctx context.Context) (*traffic.Traffic, error) {
 }
 
 // restarting marks the current phase as one meant to restart what words
-// name.
-func (r *run) restarting(words ...string) {
+// name, and returns what it means.
+func (r *run) restarting(words ...string) *Meaning {
 	if r.restarts == nil {
-		r.restarts = map[string][]string{}
+		r.restarts = map[string]*Meaning{}
+	}
+	m := r.restarts[r.current]
+	if m == nil {
+		m = &Meaning{}
+		r.restarts[r.current] = m
 	}
 	for _, w := range words {
-		if !slices.Contains(r.restarts[r.current], w) {
-			r.restarts[r.current] = append(r.restarts[r.current], w)
+		if !slices.Contains(m.Words, w) {
+			m.Words = append(m.Words, w)
 		}
 	}
+	return m
 }
 
-// runner prints a rollout's steps and marks the traffic's phases by them.
+// runner prints a rollout's steps and marks the traffic's phases by them;
+// each of its steps means the control plane's restarts on its node.
 func (r *run) runner(load *traffic.Traffic) *rollout.Runner {
-	return &rollout.Runner{Out: r.out, OnStep: func(ctx context.Context, step string) {
-		r.restarting(restarts.ControlPlane)
+	m := r.restarting(restarts.ControlPlane)
+	runner := &rollout.Runner{Out: r.out, OnStep: func(ctx context.Context, step string) {
 		if load != nil {
 			if err := load.Phase(ctx, step); err != nil {
 				fmt.Fprintf(r.out, "traffic refresh: %v\n", err)
 			}
 		}
 	}}
+	m.Rollouts = append(m.Rollouts, runner)
+	return runner
 }
 
 func (r *run) result() report.Run {

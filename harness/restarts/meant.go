@@ -31,9 +31,41 @@ const (
 // restarts on the node it acts on.
 var controlPlaneContainers = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd"}
 
+// CauseLostLeaderLease is the cause of a kube-controller-manager or
+// kube-scheduler that exited because it could not renew its leader lease
+// in time: both exit by design when they stop leading, so that two never
+// act at once (cmd/kube-controller-manager/app/controllermanager.go logs
+// "leaderelection lost", cmd/kube-scheduler/app/server.go "Leaderelection
+// lost", then exit 1; the same in v1.35 to v1.37). While a control plane
+// is being changed anywhere - an apiserver restarting, an etcd member
+// replaced and its leader moving - a renewal on another node may miss its
+// deadline, so such an exit is meant by a step on any node, but only
+// when its own last lines say so.
+const CauseLostLeaderLease = "lost-leader-lease"
+
+// leaderElected are the components that exit on a lost leader lease.
+var leaderElected = []string{"kube-controller-manager", "kube-scheduler"}
+
+// Cause is what the evidence says made e happen: CauseLostLeaderLease
+// when e is a leader-elected component's exit whose last lines say it
+// lost its lease, else "".
+func (e Event) Cause() string {
+	if e.Kind != Container || e.Namespace != "kube-system" || !slices.Contains(leaderElected, e.Container) || e.ExitCode == 0 {
+		return ""
+	}
+	for _, l := range e.Logs {
+		if strings.Contains(strings.ToLower(l), "leaderelection lost") {
+			return CauseLostLeaderLease
+		}
+	}
+	return ""
+}
+
 // Span is a stretch of a run in which a step meant to restart what
-// Restarts names, on Nodes when it names them (a fault acts on one
-// node: a restart elsewhere is not its doing), else on any node.
+// Restarts names, on Nodes when it names them (a fault or a rollout's
+// step acts on one node: a restart elsewhere is not its doing, unless a
+// component there lost its leader lease - CauseLostLeaderLease), else on
+// any node.
 type Span struct {
 	Name       string
 	Start, End time.Time
@@ -73,7 +105,8 @@ func Meant(spans []Span) func(Event) bool {
 		return slices.ContainsFunc(spans, func(s Span) bool {
 			during := within(e.Time, s)
 			made := e.Kind == Container && !e.PodCreated.IsZero() && within(e.PodCreated, s)
-			if len(s.Nodes) > 0 && !slices.Contains(s.Nodes, e.Node) {
+			elsewhere := e.Cause() == CauseLostLeaderLease && slices.Contains(s.Restarts, ControlPlane)
+			if len(s.Nodes) > 0 && !slices.Contains(s.Nodes, e.Node) && !elsewhere {
 				return false
 			}
 			return slices.ContainsFunc(s.Restarts, func(w string) bool {
@@ -95,7 +128,11 @@ func Check(seen []Event, meant func(Event) bool) certify.Verdict {
 			continue
 		}
 		if meant(e) {
-			expected = append(expected, "meant: "+e.String())
+			line := "meant: " + e.String()
+			if c := e.Cause(); c != "" {
+				line += "; cause " + c + ", its last lines: " + strings.Join(e.Logs, " | ")
+			}
+			expected = append(expected, line)
 			continue
 		}
 		line := e.String()
