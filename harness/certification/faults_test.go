@@ -1,10 +1,18 @@
 package certification
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/metrics"
@@ -122,20 +130,46 @@ func TestPacketsTo(t *testing.T) {
 	}
 }
 
-// The black hole's bound comes from the entry's own --request-timeout.
+// The black hole's bound comes from the deadline the request asks for,
+// or the entry's own --request-timeout when that is shorter.
 func TestBlackHoleBound(t *testing.T) {
 	for _, tc := range []struct {
 		flags []string
+		asked time.Duration
 		want  time.Duration
 	}{
-		{[]string{"kube-apiserver", "--peer-ca-file=/etc/kubernetes/pki/ca.crt"}, 65 * time.Second},
-		{[]string{"kube-apiserver", "--request-timeout=20s"}, 25 * time.Second},
+		{[]string{"kube-apiserver", "--peer-ca-file=/etc/kubernetes/pki/ca.crt"}, 10 * time.Second, 15 * time.Second},
+		{[]string{"kube-apiserver", "--peer-ca-file=/etc/kubernetes/pki/ca.crt"}, 2 * time.Minute, 65 * time.Second},
+		{[]string{"kube-apiserver", "--request-timeout=5s"}, 10 * time.Second, 10 * time.Second},
 	} {
-		if got, err := blackHoleBound(tc.flags); err != nil || got != tc.want {
-			t.Errorf("%v: %s, %v; want %s", tc.flags, got, err, tc.want)
+		if got, err := blackHoleBound(tc.flags, tc.asked); err != nil || got != tc.want {
+			t.Errorf("%v asked %s: %s, %v; want %s", tc.flags, tc.asked, got, err, tc.want)
 		}
 	}
-	if _, err := blackHoleBound([]string{"--request-timeout=soon"}); err == nil {
+	if _, err := blackHoleBound([]string{"--request-timeout=soon"}, holeDeadline); err == nil {
 		t.Error("a --request-timeout that is not a duration gave a bound")
+	}
+}
+
+// The deadline asked of the server replaces the one client-go states
+// from the client's own timeout, and nothing else in the request.
+func TestAskingDeadline(t *testing.T) {
+	var got *http.Request
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"kind":"NamespaceList","apiVersion":"v1","items":[]}`)
+	}))
+	defer srv.Close()
+	cfg := askingDeadline(&rest.Config{Host: srv.URL, Timeout: 40 * time.Second}, holeDeadline)
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Namespaces().List(context.Background(), metav1.ListOptions{Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if q := got.URL.Query(); q.Get("timeout") != "10s" || q.Get("limit") != "1" {
+		t.Errorf("the request asked %q", got.URL.RawQuery)
 	}
 }

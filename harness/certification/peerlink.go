@@ -3,6 +3,7 @@ package certification
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
@@ -30,6 +32,15 @@ const (
 	// defaultRequestTimeout is kube-apiserver's --request-timeout when
 	// the flag is not given (kubeadm does not give it).
 	defaultRequestTimeout = time.Minute
+	// holeDeadline is the deadline the black hole's requests ask the
+	// entry for (?timeout=, which every client-go request states; the
+	// entry keeps the lesser of it and its --request-timeout). A request
+	// whose only capable peer is black-holed is held to that deadline and
+	// answered 504, or 503 sooner if the proxy gives up its dial (seen at
+	// ~45 s): asked for 10 s the check waits seconds, not the minute
+	// kubeadm's default allows, and judges the same thing - that the
+	// entry ends the request by its deadline, explicitly.
+	holeDeadline = 10 * time.Second
 	// slowAboveBound: a link slower than the proxy's TLS handshake timeout
 	// (10 s) is given up at the handshake: an explicit 503 well before the
 	// request timeout.
@@ -45,7 +56,7 @@ type linkRun struct {
 	w         *Window
 	old, peer cluster.Node
 	// holeBound is how long a request may take under the black hole:
-	// blackHoleBound of the entry's own flags.
+	// blackHoleBound of the entry's own flags and holeDeadline.
 	holeBound time.Duration
 	run       string                     // the label value of what this run creates
 	obj       *unstructured.Unstructured // a sample object to create; nil: none, reads only
@@ -55,8 +66,9 @@ type linkRun struct {
 // older apiserver to its first newer one black-holed (every packet
 // dropped), then slowed below, between and above the proxy's timeouts (a
 // userspace relay: the kernel has no netem):
-//   - mvp.fault.black-hole: a read and a write through the older server
-//     are each answered 503 or 504 within blackHoleBound, never 404.
+//   - mvp.fault.black-hole: a read and a write through the older server,
+//     each asking for a deadline of holeDeadline, are each answered 503
+//     or 504 within blackHoleBound, never 404.
 //   - mvp.fault.slow-link: +100 ms each way, five reads are served, each
 //     at least a round trip slower; +6 s each way (past the 10 s TLS
 //     handshake timeout), a read is an explicit 503 within slowAboveBound.
@@ -83,7 +95,7 @@ func CheckPeerLink(ctx context.Context, c *cluster.Cluster, w *Window) []certify
 	if err != nil {
 		return failAll("%v", err)
 	}
-	if l.holeBound, err = blackHoleBound(flags); err != nil {
+	if l.holeBound, err = blackHoleBound(flags, holeDeadline); err != nil {
 		return failAll("%v", err)
 	}
 	if obj, err := sample(w.Resource); err == nil {
@@ -117,11 +129,12 @@ func dupVerdict(made ...written) certify.Verdict {
 }
 
 // blackHoleBound is how long a request through an apiserver run with
-// flags may take while its only capable peer is black-holed: it gives up
-// after its --request-timeout (default 1 min) and answers 504 - the
-// proxy's own dial may answer 503 sooner - plus holeMargin. Past it is a
-// hang. Derived from the flags the cluster runs, never fitted.
-func blackHoleBound(flags []string) (time.Duration, error) {
+// flags, asking for a deadline of asked, may take while its only capable
+// peer is black-holed: the entry gives up at the lesser of asked and its
+// --request-timeout (default 1 min) and answers 504 - the proxy's own
+// dial may answer 503 sooner - plus holeMargin. Past it is a hang.
+// Derived from the request and the flags the cluster runs, never fitted.
+func blackHoleBound(flags []string, asked time.Duration) (time.Duration, error) {
 	timeout := defaultRequestTimeout
 	for _, f := range flags {
 		if v, ok := strings.CutPrefix(f, "--request-timeout="); ok {
@@ -132,8 +145,29 @@ func blackHoleBound(flags []string) (time.Duration, error) {
 			timeout = d
 		}
 	}
-	return timeout + holeMargin, nil
+	return min(timeout, asked) + holeMargin, nil
 }
+
+// askingDeadline makes every request of cfg ask the server for deadline
+// (?timeout=), whatever the client itself waits (cfg.Timeout, which
+// client-go would otherwise ask for).
+func askingDeadline(cfg *rest.Config, deadline time.Duration) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			req = req.Clone(req.Context())
+			q := req.URL.Query()
+			q.Set("timeout", deadline.String())
+			req.URL.RawQuery = q.Encode()
+			return rt.RoundTrip(req)
+		})
+	})
+	return cfg
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // api is the window's resource through the older server, with a client
 // timeout.
@@ -249,7 +283,9 @@ func (l *linkRun) cleanUp(ctx context.Context) {
 // blackHole judges mvp.fault.black-hole and says what the write made.
 func (l *linkRun) blackHole(ctx context.Context) (certify.Verdict, written) {
 	const id = "mvp.fault.black-hole"
-	api, err := l.api(l.holeBound + 25*time.Second)
+	entry := l.w.Old[0].WithTimeout(l.holeBound + 25*time.Second)
+	entry.Config = askingDeadline(entry.Config, holeDeadline)
+	api, err := l.w.api(entry, "default")
 	if err != nil {
 		return fail(id, "%v", err), uncounted(err)
 	}
@@ -312,7 +348,7 @@ func holeVerdict(fault, key, entry string, bound time.Duration, tried map[string
 			bad = append(bad, fmt.Sprintf("%s answered after %s, past the bound %s: %s", what, a.Took.Round(100*time.Millisecond), bound, a))
 		}
 	}
-	ev = append(ev, fmt.Sprintf("bound %s: %s's --request-timeout and %s", bound, entry, holeMargin))
+	ev = append(ev, fmt.Sprintf("bound %s: the deadline each request asked for (?timeout=%s) or %s's --request-timeout if shorter, and %s", bound, holeDeadline, entry, holeMargin))
 	if len(bad) > 0 {
 		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Reason: strings.Join(bad, "; ")}
 	}
