@@ -3,7 +3,6 @@ package traffic
 import (
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/skewer-k8s/skewer/harness/audit"
@@ -93,21 +92,15 @@ func ExplainForbidden(forbidden, records []Record, events map[string][]audit.Log
 	return out
 }
 
-// lastStart is the time of node's apiserver's last start at or before t,
-// by the Version line each start logs first; zero when its kept log
-// shows none.
+// lastStart is the time of node's apiserver's last start at or before t
+// (lastVersion); zero when its kept log shows none.
 func lastStart(logs func(node string) ([]cluster.LogLine, error), node string, t time.Time) (time.Time, error) {
 	lines, err := logs(node)
 	if err != nil {
 		return time.Time{}, err
 	}
-	var last time.Time
-	for _, l := range lines {
-		if !l.Time.After(t) && strings.Contains(l.Text, versionLinePrefix) {
-			last = l.Time
-		}
-	}
-	return last, nil
+	at, _ := lastVersion(lines, t)
+	return at, nil
 }
 
 // allowedLater says whether r's stream later had the same verb served.

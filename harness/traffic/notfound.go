@@ -1,9 +1,13 @@
 package traffic
 
 import (
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/binary"
 	"fmt"
 	"net/http"
 	"path"
+	"regexp"
 	"strings"
 	"time"
 
@@ -49,9 +53,10 @@ type NotFound struct {
 	// version then ("" when its log did not say).
 	Logged, Version string
 	// FellThrough and Rebuild are its log lines: the request falling
-	// through the proxy, and the last failed rebuild of its peer cache
-	// before it.
-	FellThrough, Rebuild string
+	// through the proxy, and the last rebuild of its peer cache before it
+	// that failed to fetch a capable peer - Peer, "node (version)": one
+	// newer than the apiserver that answered.
+	FellThrough, Rebuild, Peer string
 	// Cause is CausePeerCacheRebuilt when the lines show it, else
 	// certify.UnknownCause.
 	Cause string
@@ -66,13 +71,17 @@ func (n NotFound) String() string {
 		}
 	}
 	var logged []string
-	for _, l := range []string{n.Rebuild, n.FellThrough} {
+	rebuild := n.Rebuild
+	if n.Peer != "" {
+		rebuild += " (the capable peer " + n.Peer + ")"
+	}
+	for _, l := range []string{rebuild, n.FellThrough} {
 		if l != "" {
 			logged = append(logged, l)
 		}
 	}
 	if len(logged) == 0 {
-		logged = append(logged, "no line of a failed peer-cache rebuild or a fall-through near it in its kept log")
+		logged = append(logged, "no line of a peer-cache rebuild that failed to fetch a capable peer, or of a fall-through, near it in its kept log")
 	}
 	id := n.AuditID
 	if id == "" {
@@ -94,8 +103,12 @@ func (n NotFound) String() string {
 // falling through the proxy for the resource within fellThroughWithin;
 // from v1.36, where the fall-through is not logged at default verbosity,
 // the failed rebuild alone.
-func ExplainNotFound(notFound []Record, resource string, events map[string][]audit.Logged, logs func(node string) ([]cluster.LogLine, error)) []NotFound {
+func ExplainNotFound(notFound []Record, resource string, events map[string][]audit.Logged, logs func(node string) ([]cluster.LogLine, error), nodes []string) []NotFound {
 	name := "Resource=" + path.Base(resource)
+	peers := capablePeers{logs: logs, byID: map[string]string{}, lines: map[string][]cluster.LogLine{}}
+	for _, node := range nodes {
+		peers.byID[identity(node)] = node
+	}
 	var out []NotFound
 	for _, r := range notFound {
 		n := NotFound{Record: r, Cause: certify.UnknownCause}
@@ -128,7 +141,9 @@ func ExplainNotFound(notFound []Record, resource string, events map[string][]aud
 				n.Version = strings.TrimSpace(l.Text[strings.Index(l.Text, versionLinePrefix)+len(versionLinePrefix):])
 				n.Rebuild = ""
 			case failedRebuild(l.Text):
-				n.Rebuild = l.Time.Format("15:04:05.000") + " " + l.Text
+				if peer := peers.capable(l, n.Version); peer != "" {
+					n.Rebuild, n.Peer = l.Time.Format("15:04:05.000")+" "+l.Text, peer
+				}
 			case strings.Contains(l.Text, rebuildFetch):
 				inFlight = l.Time
 				if l.Time.Before(r.Time.Add(-rebuildTook)) {
@@ -141,8 +156,10 @@ func ExplainNotFound(notFound []Record, resource string, events map[string][]aud
 			// logs that it failed: the line comes just after.
 			for _, l := range lines {
 				if l.Time.After(r.Time) && !l.Time.After(inFlight.Add(rebuildTook)) && failedRebuild(l.Text) {
-					n.Rebuild = l.Time.Format("15:04:05.000") + " " + l.Text
-					break
+					if peer := peers.capable(l, n.Version); peer != "" {
+						n.Rebuild, n.Peer = l.Time.Format("15:04:05.000")+" "+l.Text, peer
+						break
+					}
 				}
 			}
 		}
@@ -152,6 +169,73 @@ func ExplainNotFound(notFound []Record, resource string, events map[string][]aud
 		out = append(out, n)
 	}
 	return out
+}
+
+// capablePeers finds, in a failed rebuild's line, the peer it could not
+// fetch, by its identity (an apiserver's identity Lease is named from its
+// host's name, which in a kind node is the node's), and that peer's
+// version then, from its own kept log.
+type capablePeers struct {
+	logs  func(node string) ([]cluster.LogLine, error)
+	byID  map[string]string // identity -> node
+	lines map[string][]cluster.LogLine
+}
+
+// identityRE matches an apiserver identity (its identity Lease's name).
+var identityRE = regexp.MustCompile(`apiserver-[a-z2-7]{26}`)
+
+// capable says which peer named in l, a failed rebuild logged by an
+// apiserver of version answering, was newer than it then - the one that
+// serves what it does not: "node (version)", or "" when none was.
+func (p capablePeers) capable(l cluster.LogLine, answering string) string {
+	from, err := version.Parse(answering)
+	if err != nil {
+		return ""
+	}
+	for _, id := range identityRE.FindAllString(l.Text, -1) {
+		node, ok := p.byID[id]
+		if !ok {
+			continue
+		}
+		lines, ok := p.lines[node]
+		if !ok {
+			lines, _ = p.logs(node) // unread: no version, not capable
+			p.lines[node] = lines
+		}
+		if _, v := lastVersion(lines, l.Time); v != "" {
+			if peer, err := version.Parse(v); err == nil && from.Less(peer) {
+				return node + " (" + v + ")"
+			}
+		}
+	}
+	return ""
+}
+
+// identity is the identity kube-apiserver takes on a host of that name
+// (k8s.io/apiserver pkg/server/config.go, v1.35 to v1.37): "apiserver-"
+// and the lower-case base32 of the first 16 bytes of the SHA-256 of the
+// host name and "kube-apiserver", each with a 2-byte length before it.
+func identity(host string) string {
+	var b []byte
+	for _, s := range []string{host, "kube-apiserver"} {
+		b = binary.BigEndian.AppendUint16(b, uint16(len(s)))
+		b = append(b, s...)
+	}
+	h := sha256.Sum256(b)
+	return "apiserver-" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(h[:16]))
+}
+
+// lastVersion is the last start of an apiserver in lines at or before t -
+// its Version line - and the version it logged; zero and "" when none.
+func lastVersion(lines []cluster.LogLine, t time.Time) (time.Time, string) {
+	var at time.Time
+	var v string
+	for _, l := range lines {
+		if i := strings.Index(l.Text, versionLinePrefix); i >= 0 && !l.Time.After(t) {
+			at, v = l.Time, strings.TrimSpace(l.Text[i+len(versionLinePrefix):])
+		}
+	}
+	return at, v
 }
 
 // failedRebuild says whether an apiserver's log line is a rebuild of its

@@ -27,10 +27,14 @@ func TestNotFoundIsExplainedOnlyByTheAnsweringServersLog(t *testing.T) {
 	line := func(ms int, text string) cluster.LogLine {
 		return cluster.LogLine{Source: "0.log", Time: at(ms), Text: text}
 	}
+	failedFor := func(peer string) string {
+		id := identity(peer)
+		return "I1203 16:19:59.500000 1 peer_discovery.go:232] Error syncing discovery for peer lease " + id + ": failed to get host port info from identity lease for server " + id + ": missing port in address"
+	}
+	rebuild := failedFor("cp-capable") // the v1.36.3 peer that serves the resource
 	const (
-		rebuild = "I1203 16:19:59.500000 1 peer_discovery.go:232] Error syncing discovery for peer lease apiserver-b: failed to get host port info from identity lease for server apiserver-a: missing port in address"
-		fell    = "E1203 16:20:00.001000 1 peerproxy_handler.go:206] gvr admissionregistration.k8s.io/v1, Resource=mutatingadmissionpolicies is not served by anything in this cluster"
-		other   = "E1203 16:20:00.001000 1 peerproxy_handler.go:206] gvr x/v1, Resource=things is not served by anything in this cluster"
+		fell  = "E1203 16:20:00.001000 1 peerproxy_handler.go:206] gvr admissionregistration.k8s.io/v1, Resource=mutatingadmissionpolicies is not served by anything in this cluster"
+		other = "E1203 16:20:00.001000 1 peerproxy_handler.go:206] gvr x/v1, Resource=things is not served by anything in this cluster"
 	)
 	logs := map[string][]cluster.LogLine{
 		"cp-old":    {line(-600000, "I1203 16:10:00 1 server.go:150] Version: v1.35.4"), line(-500, rebuild), line(1, fell)},
@@ -49,8 +53,18 @@ func TestNotFoundIsExplainedOnlyByTheAnsweringServersLog(t *testing.T) {
 		// The failure was an earlier apiserver's, on the same node.
 		"cp-restarted": {line(-600000, "I1203 16:10:00 1 server.go:150] Version: v1.35.4"), line(-120000, rebuild),
 			line(-60000, "I1203 16:19:00 1 server.go:150] Version: v1.35.4"), line(1, fell)},
-		"cp-new":     {line(-600000, "I1203 16:10:00 1 server.go:150] Version: v1.36.3"), line(-500, rebuild)},
+		"cp-new":     {line(-600000, "I1203 16:10:00 1 server.go:150] Version: v1.36.3"), line(-500, failedFor("cp-v137"))},
 		"cp-newonly": {line(-600000, "I1203 16:10:00 1 server.go:150] Version: v1.36.3")},
+		// The rebuild failed to fetch a peer, but not one that serves the
+		// resource: an older one, one of its own version, one that is no
+		// node of the cluster.
+		"cp-oldpeer": {line(-600000, "I1203 16:10:00 1 server.go:150] Version: v1.35.4"), line(-500, failedFor("cp-oldpeer2")), line(1, fell)},
+		"cp-same":    {line(-600000, "I1203 16:10:00 1 server.go:150] Version: v1.36.3"), line(-500, rebuild)},
+		"cp-unknown": {line(-600000, "I1203 16:10:00 1 server.go:150] Version: v1.35.4"), line(-500, failedFor("cp-nowhere")), line(1, fell)},
+		// The peers, by their own kept logs.
+		"cp-capable":  {line(-700000, "I1203 16:08:00 1 server.go:150] Version: v1.35.4"), line(-650000, "I1203 16:09:10 1 server.go:150] Version: v1.36.3")},
+		"cp-v137":     {line(-700000, "I1203 16:08:00 1 server.go:150] Version: v1.37.2")},
+		"cp-oldpeer2": {line(-700000, "I1203 16:08:00 1 server.go:150] Version: v1.35.4")},
 	}
 	read := func(node string) ([]cluster.LogLine, error) {
 		if node == "cp-gone" {
@@ -60,12 +74,14 @@ func TestNotFoundIsExplainedOnlyByTheAnsweringServersLog(t *testing.T) {
 	}
 	var records []Record
 	events := map[string][]audit.Logged{}
-	for _, node := range []string{"cp-old", "cp-nofall", "cp-stale", "cp-stuck", "cp-inflight", "cp-storing", "cp-restarted", "cp-new", "cp-newonly", "cp-gone"} {
+	for _, node := range []string{"cp-old", "cp-nofall", "cp-stale", "cp-stuck", "cp-inflight", "cp-storing", "cp-restarted", "cp-new", "cp-newonly", "cp-gone",
+		"cp-oldpeer", "cp-same", "cp-unknown"} {
 		records = append(records, Record{Time: t0, Target: "lb", Verb: "list", Object: "mutatingadmissionpolicies", Code: 404, AuditID: node})
 		events[node] = []audit.Logged{logged(node, node)}
 	}
 	records = append(records, Record{Time: t0, Target: "lb", Verb: "list", Code: 404, AuditID: "not-logged"})
-	got := ExplainNotFound(records, "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies", events, read)
+	nodes := []string{"cp-old", "cp-capable", "cp-v137", "cp-oldpeer2", "cp-same"}
+	got := ExplainNotFound(records, "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies", events, read, nodes)
 	want := map[string]string{
 		"cp-old":       CausePeerCacheRebuilt,
 		"cp-nofall":    certify.UnknownCause, // a fall-through for another resource says nothing
@@ -77,6 +93,9 @@ func TestNotFoundIsExplainedOnlyByTheAnsweringServersLog(t *testing.T) {
 		"cp-new":       CausePeerCacheRebuilt,
 		"cp-newonly":   certify.UnknownCause,
 		"cp-gone":      certify.UnknownCause,
+		"cp-oldpeer":   certify.UnknownCause, // the peer it missed serves nothing it does not
+		"cp-same":      certify.UnknownCause, // a peer of its own version
+		"cp-unknown":   certify.UnknownCause, // a peer no node of the cluster is
 		"not-logged":   certify.UnknownCause,
 	}
 	for _, n := range got {
@@ -84,11 +103,21 @@ func TestNotFoundIsExplainedOnlyByTheAnsweringServersLog(t *testing.T) {
 			t.Errorf("%s: cause %q, want %q (%s)", n.AuditID, n.Cause, want[n.AuditID], n)
 		}
 	}
-	if s := got[0].String(); !strings.Contains(s, "answered by cp-old (v1.35.4)") || !strings.Contains(s, "Error syncing discovery") || !strings.Contains(s, "not served by anything") {
+	if s := got[0].String(); !strings.Contains(s, "answered by cp-old (v1.35.4)") || !strings.Contains(s, "Error syncing discovery") || !strings.Contains(s, "not served by anything") ||
+		!strings.Contains(s, "the capable peer cp-capable (v1.36.3)") {
 		t.Errorf("evidence %q does not say who answered and what it logged", s)
 	}
 	v := Summary{Requests: MinRequests, NewAPIProbed: true, FalseNotFoundRecords: records, NotFound: got}.Verdicts()[2]
 	if v.ID != "rollout.no-false-404" || v.Outcome != certify.Fail || len(v.Causes) != len(records) || v.Causes[0] != CausePeerCacheRebuilt {
 		t.Errorf("verdict %+v, want a failure with a cause per 404", v)
+	}
+}
+
+// An apiserver's identity is its host's: the one a kube-apiserver on the
+// node skewer-vendor-in-place-control-plane2 logged as its own Lease when
+// it stopped (a real run's kept log, session 19).
+func TestIdentity(t *testing.T) {
+	if got := identity("skewer-vendor-in-place-control-plane2"); got != "apiserver-hzwhbpn6wpl6dspgjr56athtsi" {
+		t.Errorf("identity = %s", got)
 	}
 }

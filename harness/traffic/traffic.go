@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -576,7 +577,17 @@ func (t *Traffic) explainNotFound(notFound []Record) ([]NotFound, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to find the false 404s in the audit logs: %w", err)
 	}
-	return ExplainNotFound(notFound, t.opts.NewAPIPath, events, t.c.APIServerLog), nil
+	// The apiservers the traffic addressed directly: every control plane
+	// the cluster had while it ran, each a peer a rebuild may have missed.
+	var nodes []string
+	t.mu.Lock()
+	for _, r := range t.records {
+		if r.Target != "lb" && !slices.Contains(nodes, r.Target) {
+			nodes = append(nodes, r.Target)
+		}
+	}
+	t.mu.Unlock()
+	return ExplainNotFound(notFound, t.opts.NewAPIPath, events, t.c.APIServerLog, nodes), nil
 }
 
 // explain finds each 403 in the audit logs of the apiservers.
