@@ -34,23 +34,41 @@ func Meant(phases []report.Phase, meant map[string]*Meaning) func(restarts.Event
 			continue
 		}
 		words := m.Words
-		var steps []rollout.Step
+		steps := 0
 		for _, r := range m.Rollouts {
-			steps = append(steps, r.Steps...)
+			steps += len(r.Steps)
 		}
-		if len(steps) > 0 && slices.Contains(words, restarts.ControlPlane) {
+		if steps > 0 && slices.Contains(words, restarts.ControlPlane) {
 			words = slices.DeleteFunc(slices.Clone(words), func(w string) bool { return w == restarts.ControlPlane })
-			for _, st := range steps {
-				span := restarts.Span{Name: p.Name + ": " + st.Name, Start: st.Start, End: st.Start.Add(st.Duration), Restarts: []string{restarts.ControlPlane}}
-				if st.Node != "" {
-					span.Nodes = []string{st.Node}
-				}
-				spans = append(spans, span)
-			}
+			spans = append(spans, stepSpans(p.Name, m.Rollouts)...)
 		}
 		if len(words) > 0 {
 			spans = append(spans, restarts.Span{Name: p.Name, Start: p.Start, End: p.End, Restarts: words, Nodes: m.Nodes})
 		}
 	}
 	return restarts.Meant(spans)
+}
+
+// stepSpans are the spans in which the steps of rollouts mean the control
+// plane's restarts: each on its node (any, for a step on the whole
+// cluster), from its start to the next step's start - what a step did
+// may show a moment after it returned (a killed container's exit
+// recorded a second later), and the runner marks the traffic's phase
+// between two steps - the last to its end.
+func stepSpans(phase string, rollouts []*rollout.Runner) []restarts.Span {
+	var spans []restarts.Span
+	for _, r := range rollouts {
+		for i, st := range r.Steps {
+			end := st.Start.Add(st.Duration)
+			if i+1 < len(r.Steps) {
+				end = r.Steps[i+1].Start
+			}
+			span := restarts.Span{Name: phase + ": " + st.Name, Start: st.Start, End: end, Restarts: []string{restarts.ControlPlane}}
+			if st.Node != "" {
+				span.Nodes = []string{st.Node}
+			}
+			spans = append(spans, span)
+		}
+	}
+	return spans
 }

@@ -75,9 +75,10 @@ func TestARolloutStepMeansItsNodeOnly(t *testing.T) {
 	t0 := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 	roll := &rollout.Runner{Steps: []rollout.Step{
-		{Name: "upgrade cp1", Node: "cp1", Start: at(0), Duration: 60 * time.Second},
-		{Name: "set ClusterConfiguration", Start: at(70), Duration: 10 * time.Second},
-		{Name: "upgrade cp2", Node: "cp2", Start: at(100), Duration: 60 * time.Second},
+		{Name: "stop cp1's apiserver", Node: "cp1", Start: at(0), Duration: 20 * time.Second},
+		{Name: "upgrade cp1", Node: "cp1", Start: at(21), Duration: 39 * time.Second},
+		{Name: "upgrade cp2", Node: "cp2", Start: at(61), Duration: 99 * time.Second},
+		{Name: "set ClusterConfiguration", Start: at(170), Duration: 10 * time.Second},
 	}}
 	phases := []report.Phase{{Name: "roll", Start: at(-30), End: at(200)}}
 	meant := Meant(phases, map[string]*Meaning{"roll": {Words: []string{restarts.ControlPlane}, Rollouts: []*rollout.Runner{roll}}})
@@ -91,16 +92,18 @@ func TestARolloutStepMeansItsNodeOnly(t *testing.T) {
 		want bool
 	}{
 		{ev("kube-apiserver", "cp1", 30), true},
-		{ev("kube-apiserver", "cp2", 30), false},  // another node, during cp1's step
-		{ev("kube-apiserver", "cp1", 90), false},  // its node, between its steps
+		{ev("kube-apiserver", "cp1", 20), true},   // stopped at the end of a step, its exit recorded between two
+		{ev("kube-apiserver", "cp2", 30), false},  // another node, during cp1's steps
 		{ev("kube-apiserver", "cp1", 120), false}, // its node, during cp2's step
-		{ev("kube-apiserver", "cp3", 75), true},   // a step on the whole cluster
+		{ev("kube-apiserver", "cp2", 165), true},  // the step until the next begins
+		{ev("kube-apiserver", "cp3", 175), true},  // a step on the whole cluster
+		{ev("kube-apiserver", "cp3", 185), false}, // after the last step
 		{ev("kube-apiserver", "cp2", -10), false}, // the phase, before its rollout
 		{ev("kube-controller-manager", "cp3", 30, "I1204 ...", lost), true},
 		{ev("kube-scheduler", "cp3", 130, `E1204 server.go:314] "Leaderelection lost"`), true},
 		{ev("kube-controller-manager", "cp3", 30, "I1204 something else"), false},
-		{ev("kube-apiserver", "cp3", 30, lost), false},          // only a leader-elected component
-		{ev("kube-controller-manager", "cp3", 90, lost), false}, // no step under way
+		{ev("kube-apiserver", "cp3", 30, lost), false},           // only a leader-elected component
+		{ev("kube-controller-manager", "cp3", 190, lost), false}, // no step under way
 	} {
 		if got := meant(c.e); got != c.want {
 			t.Errorf("%s on %s at +%s (logs %q): meant %v, want %v", c.e.Container, c.e.Node, c.e.Time.Sub(t0), c.e.Logs, got, c.want)
