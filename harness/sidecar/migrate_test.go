@@ -235,3 +235,33 @@ func TestAdmitted(t *testing.T) {
 		checkError(t, Admitted(corev1.PodSpec{InitContainers: tc.init, Containers: tc.main}, helpers), tc.want, "%s: Admitted", tc.name)
 	}
 }
+
+// A crash counts from the moment it happens, not from the restart the
+// kubelet makes after its back-off (RestartCount moves only then): the
+// status a helper that crashed 3 s into its Pod shows for the next 10 s.
+func TestRestartsCountACrashInBackOff(t *testing.T) {
+	crashed := corev1.ContainerStatus{Name: "proxy", RestartCount: 0,
+		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}}
+	justEnded := corev1.ContainerStatus{Name: "proxy", RestartCount: 1,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}}
+	restarted := corev1.ContainerStatus{Name: "proxy", RestartCount: 1,
+		State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}}
+	starting := corev1.ContainerStatus{Name: "app", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}
+	running := corev1.ContainerStatus{Name: "app", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+	for _, c := range []struct {
+		init, main []corev1.ContainerStatus
+		want       int32
+	}{
+		{[]corev1.ContainerStatus{crashed}, []corev1.ContainerStatus{running}, 1},
+		{[]corev1.ContainerStatus{justEnded}, []corev1.ContainerStatus{running}, 2},
+		{[]corev1.ContainerStatus{restarted}, []corev1.ContainerStatus{running}, 1},
+		{nil, []corev1.ContainerStatus{starting, running}, 0},
+	} {
+		pod := corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: c.init, ContainerStatuses: c.main}}
+		if got := restarts([]corev1.Pod{pod}); got != c.want {
+			t.Errorf("%+v %+v: %d restarts, want %d", c.init, c.main, got, c.want)
+		}
+	}
+}

@@ -128,12 +128,21 @@ func newPods(ctx context.Context, cs kubernetes.Interface, batch []Target, repla
 	}), nil
 }
 
-// restarts sums the container restarts of pods.
+// restarts sums the times the containers of pods ended and were, or are
+// to be, started again. The kubelet counts a restart (RestartCount) only
+// once the new instance is created, after the restart back-off (10 s the
+// first time); until then the container shows as ended - terminated, or
+// waiting with its last termination - and that crash counts too: a
+// helper that crashed a few seconds into a batch would otherwise pass a
+// settle as long as the back-off.
 func restarts(pods []corev1.Pod) int32 {
 	var sum int32
 	for _, p := range pods {
 		for _, st := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
 			sum += st.RestartCount
+			if st.State.Terminated != nil || (st.State.Waiting != nil && st.LastTerminationState.Terminated != nil) {
+				sum++
+			}
 		}
 	}
 	return sum
