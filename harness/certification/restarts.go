@@ -14,8 +14,8 @@ import (
 // on purpose), on Nodes when it names them (a fault's node), else on any
 // node. Where the phase ran rollouts, their steps replace the phase for
 // restarts.ControlPlane: each step means the control plane's restarts on
-// the node it acts on (any, for a step on the whole cluster), while it
-// runs.
+// the node it acts on (any, for a step on the whole cluster), until the
+// next step begins (stepSpans).
 type Meaning struct {
 	Words    []string
 	Nodes    []string
