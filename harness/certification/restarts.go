@@ -34,13 +34,9 @@ func Meant(phases []report.Phase, meant map[string]*Meaning) func(restarts.Event
 			continue
 		}
 		words := m.Words
-		steps := 0
-		for _, r := range m.Rollouts {
-			steps += len(r.Steps)
-		}
-		if steps > 0 && slices.Contains(words, restarts.ControlPlane) {
+		if steps := stepSpans(p.Name, m.Rollouts); len(steps) > 0 && slices.Contains(words, restarts.ControlPlane) {
 			words = slices.DeleteFunc(slices.Clone(words), func(w string) bool { return w == restarts.ControlPlane })
-			spans = append(spans, stepSpans(p.Name, m.Rollouts)...)
+			spans = append(spans, steps...)
 		}
 		if len(words) > 0 {
 			spans = append(spans, restarts.Span{Name: p.Name, Start: p.Start, End: p.End, Restarts: words, Nodes: m.Nodes})

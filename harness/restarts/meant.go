@@ -102,10 +102,11 @@ func Meant(spans []Span) func(Event) bool {
 		return !t.Before(s.Start.Truncate(time.Second)) && !t.After(s.End)
 	}
 	return func(e Event) bool {
+		lostLease := e.Cause() == CauseLostLeaderLease
 		return slices.ContainsFunc(spans, func(s Span) bool {
 			during := within(e.Time, s)
 			made := e.Kind == Container && !e.PodCreated.IsZero() && within(e.PodCreated, s)
-			elsewhere := e.Cause() == CauseLostLeaderLease && slices.Contains(s.Restarts, ControlPlane)
+			elsewhere := lostLease && slices.Contains(s.Restarts, ControlPlane)
 			if len(s.Nodes) > 0 && !slices.Contains(s.Nodes, e.Node) && !elsewhere {
 				return false
 			}

@@ -54,6 +54,7 @@ type Forbidden struct {
 // proxy forwarded, the peer's: each logs the request under the same
 // audit ID.
 func ExplainForbidden(forbidden, records []Record, events map[string][]audit.Logged, logs func(node string) ([]cluster.LogLine, error)) []Forbidden {
+	logs = keptOnce(logs)
 	var out []Forbidden
 	for _, r := range forbidden {
 		f := Forbidden{Record: r, Cause: certify.UnknownCause}

@@ -105,7 +105,8 @@ func (n NotFound) String() string {
 // the failed rebuild alone.
 func ExplainNotFound(notFound []Record, resource string, events map[string][]audit.Logged, logs func(node string) ([]cluster.LogLine, error), nodes []string) []NotFound {
 	name := "Resource=" + path.Base(resource)
-	peers := capablePeers{logs: logs, byID: map[string]string{}, lines: map[string][]cluster.LogLine{}}
+	logs = keptOnce(logs)
+	peers := capablePeers{logs: logs, byID: map[string]string{}}
 	for _, node := range nodes {
 		peers.byID[identity(node)] = node
 	}
@@ -176,9 +177,8 @@ func ExplainNotFound(notFound []Record, resource string, events map[string][]aud
 // host's name, which in a kind node is the node's), and that peer's
 // version then, from its own kept log.
 type capablePeers struct {
-	logs  func(node string) ([]cluster.LogLine, error)
-	byID  map[string]string // identity -> node
-	lines map[string][]cluster.LogLine
+	logs func(node string) ([]cluster.LogLine, error)
+	byID map[string]string // identity -> node
 }
 
 // identityRE matches an apiserver identity (its identity Lease's name).
@@ -197,11 +197,7 @@ func (p capablePeers) capable(l cluster.LogLine, answering string) string {
 		if !ok {
 			continue
 		}
-		lines, ok := p.lines[node]
-		if !ok {
-			lines, _ = p.logs(node) // unread: no version, not capable
-			p.lines[node] = lines
-		}
+		lines, _ := p.logs(node) // unread: no version, not capable
 		if _, v := lastVersion(lines, l.Time); v != "" {
 			if peer, err := version.Parse(v); err == nil && from.Less(peer) {
 				return node + " (" + v + ")"
@@ -209,6 +205,24 @@ func (p capablePeers) capable(l cluster.LogLine, answering string) string {
 		}
 	}
 	return ""
+}
+
+// keptOnce is logs reading each node's kept log once: the explanations
+// look at one apiserver's log for many requests.
+func keptOnce(logs func(node string) ([]cluster.LogLine, error)) func(node string) ([]cluster.LogLine, error) {
+	type read struct {
+		lines []cluster.LogLine
+		err   error
+	}
+	seen := map[string]read{}
+	return func(node string) ([]cluster.LogLine, error) {
+		r, ok := seen[node]
+		if !ok {
+			r.lines, r.err = logs(node)
+			seen[node] = r
+		}
+		return r.lines, r.err
+	}
 }
 
 // identity is the identity kube-apiserver takes on a host of that name
