@@ -197,7 +197,10 @@ func Livez(ctx context.Context, cs kubernetes.Interface) error { return health(c
 func health(ctx context.Context, cs kubernetes.Interface, path string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	raw, err := cs.Discovery().RESTClient().Get().AbsPath(path).DoRaw(ctx)
+	// No retry: callers poll, and client-go would otherwise retry a
+	// connection reset (a stopped apiserver behind Docker's port proxy)
+	// until the deadline, hiding what it met.
+	raw, err := cs.Discovery().RESTClient().Get().AbsPath(path).MaxRetries(0).DoRaw(ctx)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}

@@ -37,11 +37,25 @@ type StopAPIServer struct {
 func (s *StopAPIServer) Name() string { return "stop the apiserver of " + s.Node.Name }
 
 func (s *StopAPIServer) Inject(ctx context.Context, c *cluster.Cluster) error {
+	pids, _ := cluster.APIServerPIDs(ctx, s.Node) // the one the kubelet stops
 	if _, err := s.Node.Run(ctx, "mv", manifest, stoppedPlace); err != nil {
 		return fmt.Errorf("%s: %w", s.Name(), err)
 	}
 	s.stopped = true
+	if err := endGracefulStop(ctx, c, s.Node, pids); err != nil {
+		return err
+	}
 	return containerGone(ctx, s.Node)
+}
+
+// endGracefulStop kills pids, the apiserver the kubelet is stopping
+// gracefully, once it refuses requests (cluster.KillOnceStopping) rather
+// than after the 30 s it would hold its watches; nothing when none ran.
+func endGracefulStop(ctx context.Context, c *cluster.Cluster, node cluster.Node, pids []string) error {
+	if len(pids) == 0 {
+		return nil
+	}
+	return c.KillOnceStopping(ctx, node, pids)
 }
 
 func (s *StopAPIServer) Revert(ctx context.Context, c *cluster.Cluster) error {
@@ -197,8 +211,12 @@ func restartWith(ctx context.Context, c *cluster.Cluster, node cluster.Node, con
 	// be the newest listed (a static Pod whose manifest changes back gets
 	// its old sandbox, and its old exited container, again).
 	since := time.Now().UnixNano()
+	pids, _ := cluster.APIServerPIDs(ctx, node) // the one the kubelet stops
 	// Written atomically: the kubelet never reads half a manifest.
 	if err := node.WriteFile(ctx, manifest, []byte(content), 0o600); err != nil {
+		return err
+	}
+	if err := endGracefulStop(ctx, c, node, pids); err != nil {
 		return err
 	}
 	if err := wait.For(ctx, "faults/apiserver-restart", node.Name+"'s apiserver restarted", restarted(node, since)); err != nil {

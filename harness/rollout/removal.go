@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -66,69 +64,38 @@ func evictable(ctx context.Context, cs kubernetes.Interface, node string) ([]cor
 }
 
 // moveClientsOff takes node out of the load balancer, so no new
-// connection goes to its apiserver, and stops that apiserver: first
-// gracefully, which sends every connection it holds GOAWAY at once
-// (kubeadm sets no --shutdown-delay-duration), so a kept-alive client
-// reconnects through the load balancer to another before anything in the
-// node stops serving; then, once it refuses requests and watchesCut has
-// let its short requests finish, killed. Left alone it would hold its
-// open watches for the graceful stop's whole minute (kube-apiserver does
-// not wait for watches to end - --shutdown-watch-termination-grace-period
-// is 0 - so their final audit events are lost either way), and the
-// kubelet on the node, which reads only this apiserver, could tell
-// kubeadm nothing meanwhile. The kubelet starts it again outside the
-// load balancer; the upgrade or reset that follows replaces it.
+// connection goes to its apiserver, and stops that apiserver: gracefully,
+// which sends every connection it holds GOAWAY at once (kubeadm sets no
+// --shutdown-delay-duration), so a kept-alive client reconnects through
+// the load balancer to another before anything in the node stops
+// serving; then, once it refuses requests, killed
+// (cluster.KillOnceStopping) - left to hold its watches, the kubelet on
+// the node, which reads only this apiserver, could tell kubeadm nothing
+// meanwhile. The kubelet starts it again outside the load balancer; the
+// reset that follows removes it.
 func moveClientsOff(ctx context.Context, c *cluster.Cluster, node cluster.Node) error {
 	if err := syncLoadBalancer(ctx, c, node.Name); err != nil {
 		return err
 	}
-	pid, err := node.Run(ctx, "pgrep", "-x", "kube-apiserver")
+	return stopAPIServer(ctx, c, node)
+}
+
+// stopAPIServer is moveClientsOff's stop: graceful, so every connection
+// is sent away at once, then killed once it refuses requests.
+func stopAPIServer(ctx context.Context, c *cluster.Cluster, node cluster.Node) error {
+	pids, err := cluster.APIServerPIDs(ctx, node)
 	if err != nil {
 		// pgrep fails when no process matched too: an apiserver the
 		// kubelet is restarting holds no clients.
-		if serving, _ := apiserverServing(ctx, c, node); serving {
+		if cs, err := c.APIServerClient(ctx, node); err == nil && cluster.Readyz(ctx, cs) == nil {
 			return fmt.Errorf("finding %s's apiserver: %w", node.Name, err)
 		}
 		return nil
 	}
-	pid = strings.TrimSpace(pid)
-	if _, err := node.Run(ctx, "kill", "-TERM", pid); err != nil {
+	if _, err := node.Run(ctx, append([]string{"kill", "-TERM"}, pids...)...); err != nil {
 		return fmt.Errorf("the graceful stop of %s's apiserver: %w", node.Name, err)
 	}
-	if err := wait.For(ctx, "rollout/apiserver-stopping", node.Name+"'s apiserver refusing requests",
-		func(ctx context.Context) (bool, string, error) {
-			serving, seen := apiserverServing(ctx, c, node)
-			return !serving, seen, nil
-		}); err != nil {
-		return err
-	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(watchesCut):
-	}
-	_, _ = node.Run(ctx, "kill", "-KILL", pid) // gone already, if nothing held it
-	return nil
-}
-
-// watchesCut is how long a stopping apiserver is given, once it refuses
-// new requests, for the requests it had begun: the traffic's take well
-// under a second (p99 0.4-0.6 s through the load balancer on a busy
-// 2-core machine, session 19), the components' no longer; only watches
-// stay open past that.
-const watchesCut = 2 * time.Second
-
-// apiserverServing says whether node's apiserver takes requests (its
-// /readyz ok), and if not, what it answered.
-func apiserverServing(ctx context.Context, c *cluster.Cluster, node cluster.Node) (bool, string) {
-	cs, err := c.APIServerClient(ctx, node)
-	if err != nil {
-		return false, err.Error()
-	}
-	if err := cluster.Readyz(ctx, cs); err != nil {
-		return false, err.Error()
-	}
-	return true, "its /readyz ok"
+	return c.KillOnceStopping(ctx, node, pids)
 }
 
 // removeControlPlane takes a drained control plane out for good: its

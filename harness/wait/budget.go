@@ -52,7 +52,7 @@ var budgets = map[string]Budget{
 	// An apiserver told to stop gracefully failing /readyz: at once when
 	// no --shutdown-delay-duration is set (kubeadm sets none); the budget
 	// is for one that is set.
-	"rollout/apiserver-stopping": {Timeout: 2 * time.Minute, Interval: 500 * time.Millisecond},
+	"cluster/apiserver-stopping": {Timeout: 2 * time.Minute, Interval: 500 * time.Millisecond},
 	// An apiserver's container gone, restarted, or its /readyz ok.
 	"faults/apiserver-restart": {Timeout: 3 * time.Minute, Interval: time.Second},
 	// A slow link's relay listening in the sender's node.
