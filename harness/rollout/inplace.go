@@ -7,6 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
@@ -81,28 +84,18 @@ func inPlace(ctx context.Context, c *cluster.Cluster, in inPlaceInput) ([]Action
 			}))
 		}
 		actions = append(actions,
-			// kubeadm upgrades a node's etcd member while its apiserver,
-			// which reads that member only, keeps serving: every client
-			// on it would stall until the member is back, a minute here
-			// (kubernetes/kubeadm#2991, closed with the advice to stop
-			// the apiserver first). Its clients are moved off first.
-			DoOn(on(name), fmt.Sprintf("take %s out of the load balancer and move its clients to the others", name), func(ctx context.Context, c *cluster.Cluster) error {
-				n, err := c.Node(ctx, name)
-				if err != nil {
-					return err
-				}
-				return moveClientsOff(ctx, c, n)
+			DoOn(on(name), fmt.Sprintf("take %s out of the load balancer", name), func(ctx context.Context, c *cluster.Cluster) error {
+				return syncLoadBalancer(ctx, c, name)
 			}),
 			DoOn(on(name), fmt.Sprintf("copy %s kubeadm and kubectl into %s", target, name), func(ctx context.Context, c *cluster.Cluster) error {
 				return installBinaries(ctx, c, name, in.Artifacts.BinDir, "kubeadm", "kubectl")
 			}),
-			DoOn(on(name), what+" on "+name, func(ctx context.Context, c *cluster.Cluster) error {
+			DoOn(on(name), what+" on "+name+", its apiserver stopped when its etcd member is replaced", func(ctx context.Context, c *cluster.Cluster) error {
 				n, err := c.Node(ctx, name)
 				if err != nil {
 					return err
 				}
-				_, err = n.Run(ctx, upgrade...)
-				return err
+				return upgradeWatched(ctx, c, n, upgrade)
 			}),
 			DoOn(on(name), fmt.Sprintf("replace %s's kubelet with %s and restart it", name, target), func(ctx context.Context, c *cluster.Cluster) error {
 				if err := installBinaries(ctx, c, name, in.Artifacts.BinDir, "kubelet"); err != nil {
@@ -131,6 +124,92 @@ func inPlace(ctx context.Context, c *cluster.Cluster, in inPlaceInput) ([]Action
 		)
 	}
 	return actions, nil
+}
+
+// upgradeWatched runs kubeadm's upgrade command argv on node and, while
+// it runs, stops the node's apiserver at the two moments kubeadm leaves
+// it serving nothing useful:
+//
+//   - When kubeadm replaces the node's etcd member. The apiserver reads
+//     that member only: left serving, every client on it stalls until the
+//     member is back (kubernetes/kubeadm#2991, closed with the advice to
+//     stop the apiserver first), and the kubelet - which reads only this
+//     apiserver - is one of them: it deletes the member's mirror Pod
+//     before it starts the new member, and that request hangs until the
+//     apiserver's timeout (34 s in session 19's vendor run), after which
+//     the apiserver reconnects on gRPC's back-off (26 s more). Stopped, it
+//     refuses the request at once and the member starts; the kubelet
+//     starts the apiserver again after its back-off, on the new member.
+//     It is stopped gracefully first, which sends its kept-alive clients
+//     through the load balancer to the others.
+//   - When kubeadm replaces the apiserver itself: the kubelet stops the
+//     old one, which is killed once it has begun to stop
+//     (cluster.KillOnceStopping) instead of holding its watches for the
+//     Pod's grace period.
+func upgradeWatched(ctx context.Context, c *cluster.Cluster, node cluster.Node, argv []string) error {
+	etcd, err := manifestSum(ctx, node, etcdManifest)
+	if err != nil {
+		return err
+	}
+	apiserver, err := manifestSum(ctx, node, apiserverManifest)
+	if err != nil {
+		return err
+	}
+	watching, stop := context.WithCancel(ctx)
+	defer stop()
+	var g errgroup.Group
+	g.Go(func() error {
+		if _, ok := manifestReplaced(watching, node, etcdManifest, etcd); !ok {
+			return nil
+		}
+		return stopAPIServer(watching, c, node)
+	})
+	g.Go(func() error {
+		pids, ok := manifestReplaced(watching, node, apiserverManifest, apiserver)
+		if !ok || len(pids) == 0 {
+			return nil // none was running: none holds watches
+		}
+		return c.KillOnceStopping(watching, node, pids)
+	})
+	_, err = node.Run(ctx, argv...)
+	stop()
+	if werr := g.Wait(); werr != nil && err == nil && ctx.Err() == nil && !errors.Is(werr, context.Canceled) {
+		err = fmt.Errorf("stopping %s's apiserver during the upgrade: %w", node.Name, werr)
+	}
+	return err
+}
+
+const (
+	etcdManifest      = "/etc/kubernetes/manifests/etcd.yaml"
+	apiserverManifest = "/etc/kubernetes/manifests/kube-apiserver.yaml"
+)
+
+func manifestSum(ctx context.Context, node cluster.Node, file string) (string, error) {
+	out, err := node.Run(ctx, "sha256sum", file)
+	if err != nil {
+		return "", fmt.Errorf("reading %s on %s: %w", file, node.Name, err)
+	}
+	sum, _, _ := strings.Cut(strings.TrimSpace(out), " ")
+	return sum, nil
+}
+
+// manifestReplaced waits in the node until file's sum is no longer sum,
+// and says whether it changed before ctx ended and which apiserver
+// processes ran just before it did (those the change replaces when file
+// is the apiserver's). The loop runs in the node (a poll from here would
+// be a docker exec every few hundred ms); it ends by itself once kubeadm,
+// seen running, has exited, or after 15 minutes, so a cancelled run
+// leaves nothing behind.
+func manifestReplaced(ctx context.Context, node cluster.Node, file, sum string) ([]string, bool) {
+	const loop = `seen= pids=
+while [ "$(sha256sum < "$1" 2>/dev/null | cut -d' ' -f1)" = "$2" ]; do
+	if pgrep -x kubeadm >/dev/null; then seen=1; elif [ -n "$seen" ]; then exit 3; fi
+	pids=$(pgrep -x kube-apiserver)
+	sleep 0.3
+done
+echo $pids`
+	out, err := node.Run(ctx, "timeout", "900", "sh", "-c", loop, "sh", file, sum)
+	return strings.Fields(out), err == nil && ctx.Err() == nil
 }
 
 // installBinaries replaces binaries in a running node by rename, so a
