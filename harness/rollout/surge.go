@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -147,16 +148,21 @@ func replace(oldName string, target version.Version, tars map[string]string) []A
 			}
 			return JoinControlPlane(ctx, c, member, added)
 		}),
-		// After the join, not before: commit 9fddee3 gave them between the
-		// node's start and its join, and the import failed with no message
-		// for the second joiner of a window, every try (docs/status.md).
-		DoOn(joiner, "give the new node the images kube-proxy and CoreDNS run", func(ctx context.Context, c *cluster.Cluster) error {
-			var err error
-			proxied, err = giveRunningAddons(ctx, c, added, tars)
-			return err
-		}),
-		DoOn(joiner, "wait for the new node Ready and its apiserver at "+target.String(), func(ctx context.Context, c *cluster.Cluster) error {
-			if err := waitControlPlane(ctx, c, added, target); err != nil || !proxied {
+		// The images after the join, not before: commit 9fddee3 gave them
+		// between the node's start and its join, and the import failed
+		// with no message for the second joiner of a window, every try
+		// (docs/status.md). While the node comes up, not before it: the
+		// import (20-24 s a joiner under traffic, session 19) is half
+		// disk, and the wait is for the node's own components.
+		DoOn(joiner, "give the new node the images kube-proxy and CoreDNS run while it comes up; wait for it Ready and its apiserver at "+target.String(), func(ctx context.Context, c *cluster.Cluster) error {
+			g, gctx := errgroup.WithContext(ctx)
+			g.Go(func() error {
+				var err error
+				proxied, err = giveRunningAddons(gctx, c, added, tars)
+				return err
+			})
+			g.Go(func() error { return waitControlPlane(gctx, c, added, target) })
+			if err := g.Wait(); err != nil || !proxied {
 				return err
 			}
 			return waitNodeProxy(ctx, c, added)
