@@ -71,7 +71,11 @@ func (u *UntrustedServing) Inject(ctx context.Context, c *cluster.Cluster) error
 	}
 	u.original, u.CA = raw, caPEM
 	since := time.Now().UnixNano()
+	pids, _ := cluster.APIServerPIDs(ctx, u.Node) // the one the kubelet stops
 	if err := u.Node.WriteFile(ctx, manifest, []byte(changed), 0o600); err != nil {
+		return err
+	}
+	if err := endGracefulStop(ctx, c, u.Node, pids); err != nil {
 		return err
 	}
 	if err := wait.For(ctx, "faults/apiserver-restart", u.Node.Name+"'s apiserver restarted", restarted(u.Node, since)); err != nil {
