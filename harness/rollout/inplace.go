@@ -14,6 +14,7 @@ import (
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/harness/version"
+	"github.com/skewer-k8s/skewer/harness/wait"
 )
 
 // inPlaceInput says where an in-place rollout goes.
@@ -145,7 +146,8 @@ func inPlace(ctx context.Context, c *cluster.Cluster, in inPlaceInput) ([]Action
 //   - When kubeadm replaces the apiserver itself: the kubelet stops the
 //     old one, which is killed once it has begun to stop
 //     (cluster.KillOnceStopping) instead of holding its watches for the
-//     Pod's grace period.
+//     Pod's grace period. Once the new one serves, the kubelet is
+//     restarted (restartKubeletOnceServing).
 func upgradeWatched(ctx context.Context, c *cluster.Cluster, node cluster.Node, argv []string) error {
 	etcd, err := manifestSum(ctx, node, etcdManifest)
 	if err != nil {
@@ -166,16 +168,49 @@ func upgradeWatched(ctx context.Context, c *cluster.Cluster, node cluster.Node, 
 	})
 	g.Go(func() error {
 		pids, ok := manifestReplaced(watching, node, apiserverManifest, apiserver)
-		if !ok || len(pids) == 0 {
-			return nil // none was running: none holds watches
+		if !ok {
+			return nil
 		}
-		return c.KillOnceStopping(watching, node, pids)
+		if len(pids) > 0 {
+			if err := c.KillOnceStopping(watching, node, pids); err != nil {
+				return err
+			}
+		}
+		return restartKubeletOnceServing(watching, c, node)
 	})
-	_, err = node.Run(ctx, argv...)
+	// kubeadm's own log, its klog lines timed, kept in the node's /var/log,
+	// which the evidence exports.
+	const kept = "/var/log/skewer-kubeadm-upgrade.log"
+	_, err = node.Run(ctx, append([]string{"sh", "-c", `f=$1; shift; "$@" >"$f" 2>&1; rc=$?; cat "$f"; exit $rc`, "sh", kept}, argv...)...)
 	stop()
 	if werr := g.Wait(); werr != nil && err == nil && ctx.Err() == nil && !errors.Is(werr, context.Canceled) {
 		err = fmt.Errorf("stopping %s's apiserver during the upgrade: %w", node.Name, werr)
 	}
+	return err
+}
+
+// restartKubeletOnceServing restarts node's kubelet once node's apiserver
+// serves again. kubeadm waits for the new apiserver's mirror Pod to be
+// Running, which the kubelet reports only once its Pod informer - on this
+// apiserver, which it has just seen go away twice and answer 403 while its
+// authorizer synced - has seen the new mirror Pod; the informer's back-off
+// (up to 30 s, jittered to twice that) left it reported 50-64 s after the
+// apiserver served (session 20's vendor run, each node). A restarted
+// kubelet lists at once, and keeps every container it finds running.
+func restartKubeletOnceServing(ctx context.Context, c *cluster.Cluster, node cluster.Node) error {
+	cs, err := c.APIServerClient(ctx, node)
+	if err != nil {
+		return err
+	}
+	if err := wait.For(ctx, "rollout/apiserver-replaced", node.Name+"'s new apiserver ready", func(ctx context.Context) (bool, string, error) {
+		if err := cluster.Readyz(ctx, cs); err != nil {
+			return false, err.Error(), nil
+		}
+		return true, "", nil
+	}); err != nil {
+		return err
+	}
+	_, err = node.Run(ctx, "systemctl", "restart", "kubelet")
 	return err
 }
 
