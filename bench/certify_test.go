@@ -56,6 +56,9 @@ func BenchmarkCertify(b *testing.B) {
 		for _, p := range phases {
 			d := p.End.Sub(p.Start)
 			fmt.Printf("    %6.1f%%  %8s  %s\n", 100*d.Seconds()/sum.Seconds(), d.Round(time.Second), p.Name)
+			for _, s := range p.Steps { // in order: where a rollout's time went
+				fmt.Printf("               %8s    %s\n", s.End.Sub(s.Start).Round(time.Second), s.Name)
+			}
 		}
 	}
 }

@@ -160,7 +160,7 @@ func (r *run) phase(ctx context.Context, name string, fn func(context.Context) e
 		r.scrapeMetrics(ctx, "before")
 	}
 	err := fn(ctx)
-	p := report.Phase{Name: name, Start: start, End: time.Now()}
+	p := report.Phase{Name: name, Start: start, End: time.Now(), Steps: r.rolloutSteps(name)}
 	r.scrapeMetrics(ctx, "after")
 	if err != nil {
 		p.Error = err.Error()
@@ -767,6 +767,25 @@ func (r *run) runner(load *traffic.Traffic) *rollout.Runner {
 	}}
 	m.Rollouts = append(m.Rollouts, runner)
 	return runner
+}
+
+// rolloutSteps are the steps of the rollouts phase ran by r.runner, as spans.
+func (r *run) rolloutSteps(phase string) []report.Phase {
+	m := r.restarts[phase]
+	if m == nil {
+		return nil
+	}
+	var out []report.Phase
+	for _, runner := range m.Rollouts {
+		for _, s := range runner.Steps {
+			sp := report.Phase{Name: s.Name, Node: s.Node, Start: s.Start, End: s.Start.Add(s.Duration)}
+			if s.Err != nil {
+				sp.Error = s.Err.Error()
+			}
+			out = append(out, sp)
+		}
+	}
+	return out
 }
 
 func (r *run) result() report.Run {

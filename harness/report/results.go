@@ -225,6 +225,11 @@ type Phase struct {
 	End   time.Time `json:"end"`
 	// Error is how the phase ended when it did not finish.
 	Error string `json:"error,omitempty"`
+	// Node is the node a rollout's step changed.
+	Node string `json:"node,omitempty"`
+	// Steps are the steps of the rollouts the phase ran, in order: where
+	// a phase's time went.
+	Steps []Phase `json:"steps,omitempty"`
 }
 
 // Result is a promise's verdict in a run, with its statement and what was

@@ -27,7 +27,10 @@ func sample(t *testing.T) *Results {
 	r := New(pair, Tool{Version: "v0.1.0", Go: "go1.26.8", Kind: "v0.33.0"}, t0)
 	run := Run{Strategy: "surge", Cluster: "skewer-certify", Phases: []Phase{
 		{Name: "create the cluster", Start: t0, End: t0.Add(3 * time.Minute)},
-		{Name: "mixed window, one at v1.36.3", Start: t0.Add(3 * time.Minute), End: t0.Add(9 * time.Minute)},
+		{Name: "mixed window, one at v1.36.3", Start: t0.Add(3 * time.Minute), End: t0.Add(9 * time.Minute), Steps: []Phase{
+			{Name: "start a v1.36.3 control-plane node to replace cp1", Node: "cp4", Start: t0.Add(3 * time.Minute), End: t0.Add(4 * time.Minute)},
+			{Name: "join the new node with kubeadm", Node: "cp4", Start: t0.Add(4 * time.Minute), End: t0.Add(6 * time.Minute), Error: "context canceled"},
+		}},
 		{Name: "rollback", Start: t0.Add(9 * time.Minute), End: t0.Add(12 * time.Minute), Error: "context canceled"},
 	}, Events: []Event{
 		{Time: t0.Add(10 * time.Minute), Kind: "kubelet", Text: "kubelet on cp1 started again (it was stopped)", Meant: true},
