@@ -179,7 +179,7 @@ func judgeStopped(ev []fixtures.Event, tc terminationCase, gone time.Duration, s
 		return "", 0, fmt.Errorf("the sink holds %d lines, more than the %d the app wrote", shipped, written)
 	}
 	if bound := time.Duration(tc.grace)*time.Second + 15*time.Second; gone >= bound {
-		return "", 0, fmt.Errorf("the Pod was gone %s after the delete, not within its grace period of %ds (bound %s)", gone.Round(100*time.Millisecond), tc.grace, bound)
+		return "", 0, fmt.Errorf("the Pod was gone %s after the delete, not within its grace period of %ds (bound %s); what its containers saw: %s", gone.Round(100*time.Millisecond), tc.grace, bound, eventLines(ev))
 	}
 	reported := "killed before it could report (the Pod's grace period is shared, KEP-753)"
 	if raw, err := report(); err == nil {
