@@ -140,9 +140,10 @@ func inPlace(ctx context.Context, c *cluster.Cluster, in inPlaceInput) ([]Action
 //     apiserver's timeout (34 s in session 19's vendor run), after which
 //     the apiserver reconnects on gRPC's back-off (26 s more). Stopped, it
 //     refuses the request at once and the member starts; the kubelet
-//     starts the apiserver again after its back-off, on the new member.
-//     It is stopped gracefully first, which sends its kept-alive clients
-//     through the load balancer to the others.
+//     starts the apiserver again after its back-off, on the new member,
+//     and is then restarted itself (restartKubeletOnceServing). The
+//     apiserver is stopped gracefully first, which sends its kept-alive
+//     clients through the load balancer to the others.
 //   - When kubeadm replaces the apiserver itself: the kubelet stops the
 //     old one, which is killed once it has begun to stop
 //     (cluster.KillOnceStopping) instead of holding its watches for the
@@ -164,7 +165,10 @@ func upgradeWatched(ctx context.Context, c *cluster.Cluster, node cluster.Node, 
 		if _, ok := manifestReplaced(watching, node, etcdManifest, etcd); !ok {
 			return nil
 		}
-		return stopAPIServer(watching, c, node)
+		if err := stopAPIServer(watching, c, node); err != nil {
+			return err
+		}
+		return restartKubeletOnceServing(watching, c, node)
 	})
 	g.Go(func() error {
 		pids, ok := manifestReplaced(watching, node, apiserverManifest, apiserver)
@@ -190,13 +194,14 @@ func upgradeWatched(ctx context.Context, c *cluster.Cluster, node cluster.Node, 
 }
 
 // restartKubeletOnceServing restarts node's kubelet once node's apiserver
-// serves again. kubeadm waits for the new apiserver's mirror Pod to be
-// Running, which the kubelet reports only once its Pod informer - on this
-// apiserver, which it has just seen go away twice and answer 403 while its
+// serves again. kubeadm waits for each replaced component's mirror Pod to
+// be Running, which the kubelet reports only once its Pod informer - on
+// this apiserver, which it has just seen go away and answer 403 while its
 // authorizer synced - has seen the new mirror Pod; the informer's back-off
-// (up to 30 s, jittered to twice that) left it reported 50-64 s after the
-// apiserver served (session 20's vendor run, each node). A restarted
-// kubelet lists at once, and keeps every container it finds running.
+// (up to 30 s, jittered to twice that) left the apiserver's reported 50-64
+// s after it served, and etcd's ~70 s after kubeadm moved its manifest
+// (session 20's vendor runs, each node). A restarted kubelet lists at
+// once, and keeps every container it finds running.
 func restartKubeletOnceServing(ctx context.Context, c *cluster.Cluster, node cluster.Node) error {
 	cs, err := c.APIServerClient(ctx, node)
 	if err != nil {

@@ -45,8 +45,9 @@ var budgets = map[string]Budget{
 	// A new control plane's apiserver at the version, its /readyz ok and
 	// its Node Ready.
 	"rollout/control-plane-ready": {Timeout: 4 * time.Minute, Interval: 500 * time.Millisecond},
-	// The apiserver kubeadm replaced in place serving again: kubeadm's own
-	// wait for it is 5 minutes (its UpgradeManifestTimeout).
+	// The apiserver of a node kubeadm upgrades in place serving again, once
+	// stopped as its etcd member is replaced or replaced itself: kubeadm's
+	// own wait for a component is 5 minutes (UpgradeManifestsTimeout).
 	"rollout/apiserver-replaced": {Timeout: 5 * time.Minute, Interval: time.Second},
 	// An apiserver that has just restarted answering /version: it refuses
 	// connections while starting and answers 403 until its authorizer
