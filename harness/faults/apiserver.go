@@ -49,7 +49,7 @@ func (s *StopAPIServer) Inject(ctx context.Context, c *cluster.Cluster) error {
 }
 
 // endGracefulStop kills pids, the apiserver the kubelet is stopping
-// gracefully, once it refuses requests (cluster.KillOnceStopping) rather
+// gracefully, once it has begun to stop (cluster.KillOnceStopping) rather
 // than after the 30 s it would hold its watches; nothing when none ran.
 func endGracefulStop(ctx context.Context, c *cluster.Cluster, node cluster.Node, pids []string) error {
 	if len(pids) == 0 {

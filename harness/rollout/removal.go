@@ -68,7 +68,7 @@ func evictable(ctx context.Context, cs kubernetes.Interface, node string) ([]cor
 // which sends every connection it holds GOAWAY at once (kubeadm sets no
 // --shutdown-delay-duration), so a kept-alive client reconnects through
 // the load balancer to another before anything in the node stops
-// serving; then, once it refuses requests, killed
+// serving; then, once it has begun to stop, killed
 // (cluster.KillOnceStopping) - left to hold its watches, the kubelet on
 // the node, which reads only this apiserver, could tell kubeadm nothing
 // meanwhile. The kubelet starts it again outside the load balancer; the
@@ -81,7 +81,7 @@ func moveClientsOff(ctx context.Context, c *cluster.Cluster, node cluster.Node) 
 }
 
 // stopAPIServer is moveClientsOff's stop: graceful, so every connection
-// is sent away at once, then killed once it refuses requests.
+// is sent away at once, then killed once it has begun to stop.
 func stopAPIServer(ctx context.Context, c *cluster.Cluster, node cluster.Node) error {
 	pids, err := cluster.APIServerPIDs(ctx, node)
 	if err != nil {
