@@ -87,7 +87,7 @@ func stopAPIServer(ctx context.Context, c *cluster.Cluster, node cluster.Node) e
 	if err != nil {
 		// pgrep fails when no process matched too: an apiserver the
 		// kubelet is restarting holds no clients.
-		if cs, err := c.APIServerClient(ctx, node); err == nil && cluster.Readyz(ctx, cs) == nil {
+		if cs, cerr := c.APIServerClient(ctx, node); cerr == nil && cluster.Readyz(ctx, cs) == nil {
 			return fmt.Errorf("finding %s's apiserver: %w", node.Name, err)
 		}
 		return nil
