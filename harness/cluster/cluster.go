@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	kind "sigs.k8s.io/kind/pkg/cluster"
 
+	"github.com/skewer-k8s/skewer/harness/wait"
 	"github.com/skewer-k8s/skewer/internal/docker"
 	"github.com/skewer-k8s/skewer/internal/run"
 )
@@ -193,6 +194,17 @@ func Readyz(ctx context.Context, cs kubernetes.Interface) error { return health(
 
 // Livez is Readyz for /livez: the apiserver runs and serves, ready or not.
 func Livez(ctx context.Context, cs kubernetes.Interface) error { return health(ctx, cs, "/livez") }
+
+// WaitHealthy waits, by the wait budget named budget, until check (Readyz,
+// Livez) passes on the apiserver cs talks to; what names it in the wait.
+func WaitHealthy(ctx context.Context, budget, what string, cs kubernetes.Interface, check func(context.Context, kubernetes.Interface) error) error {
+	return wait.For(ctx, budget, what, func(ctx context.Context) (bool, string, error) {
+		if err := check(ctx, cs); err != nil {
+			return false, err.Error(), nil
+		}
+		return true, "", nil
+	})
+}
 
 func health(ctx context.Context, cs kubernetes.Interface, path string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)

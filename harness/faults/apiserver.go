@@ -207,6 +207,19 @@ func withListItem(command []string, flag, item string) string {
 // restartWith replaces node's apiserver manifest with content and waits
 // until a new apiserver container runs and answers /readyz.
 func restartWith(ctx context.Context, c *cluster.Cluster, node cluster.Node, content string, live bool) error {
+	if err := replaceManifest(ctx, c, node, content); err != nil {
+		return err
+	}
+	if live {
+		return waitHealthy(ctx, c, node, "/livez", cluster.Livez)
+	}
+	return waitReady(ctx, c, node)
+}
+
+// replaceManifest replaces node's apiserver manifest with content and
+// waits until a new apiserver container runs, the old one killed once it
+// has begun to stop (endGracefulStop).
+func replaceManifest(ctx context.Context, c *cluster.Cluster, node cluster.Node, content string) error {
 	// Containers created from now on are the restart's: an older one may
 	// be the newest listed (a static Pod whose manifest changes back gets
 	// its old sandbox, and its old exited container, again).
@@ -219,13 +232,7 @@ func restartWith(ctx context.Context, c *cluster.Cluster, node cluster.Node, con
 	if err := endGracefulStop(ctx, c, node, pids); err != nil {
 		return err
 	}
-	if err := wait.For(ctx, "faults/apiserver-restart", node.Name+"'s apiserver restarted", restarted(node, since)); err != nil {
-		return err
-	}
-	if live {
-		return waitHealthy(ctx, c, node, "/livez", cluster.Livez)
-	}
-	return waitReady(ctx, c, node)
+	return wait.For(ctx, "faults/apiserver-restart", node.Name+"'s apiserver restarted", restarted(node, since))
 }
 
 // restarted is done once a kube-apiserver container created after since
@@ -289,12 +296,7 @@ func waitHealthy(ctx context.Context, c *cluster.Cluster, node cluster.Node, pat
 	if err != nil {
 		return err
 	}
-	return wait.For(ctx, "faults/apiserver-restart", node.Name+"'s apiserver "+path, func(ctx context.Context) (bool, string, error) {
-		if err := check(ctx, cs); err != nil {
-			return false, err.Error(), nil
-		}
-		return true, "", nil
-	})
+	return cluster.WaitHealthy(ctx, "faults/apiserver-restart", node.Name+"'s apiserver "+path, cs, check)
 }
 
 // containerGone waits until no kube-apiserver container runs on node.

@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
-	"github.com/skewer-k8s/skewer/harness/wait"
 )
 
 // Where UntrustedServing keeps its certificate on the node: in the
@@ -70,15 +69,7 @@ func (u *UntrustedServing) Inject(ctx context.Context, c *cluster.Cluster) error
 		return err
 	}
 	u.original, u.CA = raw, caPEM
-	since := time.Now().UnixNano()
-	pids, _ := cluster.APIServerPIDs(ctx, u.Node) // the one the kubelet stops
-	if err := u.Node.WriteFile(ctx, manifest, []byte(changed), 0o600); err != nil {
-		return err
-	}
-	if err := endGracefulStop(ctx, c, u.Node, pids); err != nil {
-		return err
-	}
-	if err := wait.For(ctx, "faults/apiserver-restart", u.Node.Name+"'s apiserver restarted", restarted(u.Node, since)); err != nil {
+	if err := replaceManifest(ctx, c, u.Node, changed); err != nil {
 		return fmt.Errorf("%s: %w", u.Name(), err)
 	}
 	// Ready as the fault's CA sees it: nothing else can tell.
@@ -92,12 +83,7 @@ func (u *UntrustedServing) Inject(ctx context.Context, c *cluster.Cluster) error
 	if err != nil {
 		return err
 	}
-	return wait.For(ctx, "faults/apiserver-restart", u.Node.Name+"'s apiserver /readyz under the fault's CA", func(ctx context.Context) (bool, string, error) {
-		if err := cluster.Readyz(ctx, cs); err != nil {
-			return false, err.Error(), nil
-		}
-		return true, "", nil
-	})
+	return cluster.WaitHealthy(ctx, "faults/apiserver-restart", u.Node.Name+"'s apiserver /readyz under the fault's CA", cs, cluster.Readyz)
 }
 
 func (u *UntrustedServing) Revert(ctx context.Context, c *cluster.Cluster) error {

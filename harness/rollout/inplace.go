@@ -14,7 +14,6 @@ import (
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/harness/version"
-	"github.com/skewer-k8s/skewer/harness/wait"
 )
 
 // inPlaceInput says where an in-place rollout goes.
@@ -207,12 +206,7 @@ func restartKubeletOnceServing(ctx context.Context, c *cluster.Cluster, node clu
 	if err != nil {
 		return err
 	}
-	if err := wait.For(ctx, "rollout/apiserver-replaced", node.Name+"'s new apiserver ready", func(ctx context.Context) (bool, string, error) {
-		if err := cluster.Readyz(ctx, cs); err != nil {
-			return false, err.Error(), nil
-		}
-		return true, "", nil
-	}); err != nil {
+	if err := cluster.WaitHealthy(ctx, "rollout/apiserver-replaced", node.Name+"'s apiserver serving again", cs, cluster.Readyz); err != nil {
 		return err
 	}
 	_, err = node.Run(ctx, "systemctl", "restart", "kubelet")
