@@ -124,7 +124,8 @@ func Prepare(s *Spec, h Host, dir string, images NodeImages) (*v1alpha4.Cluster,
 	return cfg, images.save(l)
 }
 
-// writeState writes the files the nodes mount: the audit policy, a log
+// writeState writes the files the nodes mount: the audit policy, the
+// registry configuration that makes a pull fail at once (noPullHosts), a log
 // directory per control plane and kubeadm patches where a node needs them.
 func writeState(s *Spec, l layout) error {
 	if err := os.MkdirAll(l.dir, 0o755); err != nil {
@@ -145,6 +146,12 @@ func writeState(s *Spec, l layout) error {
 		}
 	}
 	if err := os.WriteFile(l.auditPolicy(), policy, 0o644); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(l.registryHosts(), "_default"), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(l.registryHosts(), "_default", "hosts.toml"), []byte(noPullHosts), 0o644); err != nil {
 		return err
 	}
 	bootstrap := s.ControlPlaneVersion(0)

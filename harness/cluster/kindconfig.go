@@ -19,6 +19,10 @@ const (
 	// AuditLogFile is where every apiserver writes its audit log.
 	AuditLogFile = auditLogDir + "/audit.log"
 	patchesDir   = "/etc/skewer/patches"
+	// registryHostsDir is containerd's registry configuration in every
+	// node (config_path): one _default/hosts.toml that sends every pull
+	// to a closed loopback port (noPullHosts).
+	registryHostsDir = "/etc/containerd/certs.d"
 	// APIServerPort is the port every apiserver listens on in its node.
 	APIServerPort = 6443
 )
@@ -41,6 +45,26 @@ func (l layout) auditDir(node string) string { return filepath.Join(l.dir, "audi
 func (l layout) patches(node string) string  { return filepath.Join(l.dir, "patches", node) }
 func (l layout) kubeconfig() string          { return filepath.Join(l.dir, "kubeconfig") }
 func (l layout) spec() string                { return filepath.Join(l.dir, "spec.yaml") }
+func (l layout) registryHosts() string       { return filepath.Join(l.dir, "registry-hosts") }
+
+// noPullHosts is every node's containerd registry configuration: nodes
+// never pull - every image they run is built here and given from the
+// host - and this machine has no egress, so a pull the kubelet starts
+// before an image is given (a surge joiner's kube-proxy of the other
+// version) waited ~50 s on a DNS lookup that times out before it failed.
+// Sent to a closed loopback port it fails at once, connection refused,
+// and the Pod starts as soon as its image is there.
+const noPullHosts = `# skewer: nodes never pull; every image is given from the host.
+server = "http://127.0.0.1:1"
+`
+
+// registryHostsPatch points containerd's CRI at registryHostsDir.
+const registryHostsPatch = "[plugins.\"io.containerd.grpc.v1.cri\".registry]\n  config_path = \"" + registryHostsDir + "\"\n"
+
+// nodeMounts are the host paths every node mounts.
+func (l layout) nodeMounts() []v1alpha4.Mount {
+	return []v1alpha4.Mount{{HostPath: l.registryHosts(), ContainerPath: registryHostsDir, Readonly: true}}
+}
 
 // kindNodeName is the name kind gives the i-th node of a role.
 func kindNodeName(cluster string, role v1alpha4.NodeRole, i int) string {
@@ -111,6 +135,7 @@ func kindConfig(s *Spec, h Host, l layout, images NodeImages) (*v1alpha4.Cluster
 		cfg.KubeadmConfigPatches = append(cfg.KubeadmConfigPatches,
 			"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfailCgroupV1: false\n")
 	}
+	cfg.ContainerdConfigPatches = append(cfg.ContainerdConfigPatches, registryHostsPatch)
 	if h.RestrictOOMScoreAdj {
 		cfg.ContainerdConfigPatches = append(cfg.ContainerdConfigPatches,
 			"[plugins.\"io.containerd.grpc.v1.cri\"]\n  restrict_oom_score_adj = true\n")
@@ -122,10 +147,10 @@ func kindConfig(s *Spec, h Host, l layout, images NodeImages) (*v1alpha4.Cluster
 		n := v1alpha4.Node{
 			Role:  v1alpha4.ControlPlaneRole,
 			Image: images.For(v),
-			ExtraMounts: []v1alpha4.Mount{
-				{HostPath: l.auditPolicy(), ContainerPath: auditPolicyDir + "/policy.yaml", Readonly: true},
-				{HostPath: l.auditDir(name), ContainerPath: auditLogDir},
-			},
+			ExtraMounts: append(l.nodeMounts(),
+				v1alpha4.Mount{HostPath: l.auditPolicy(), ContainerPath: auditPolicyDir + "/policy.yaml", Readonly: true},
+				v1alpha4.Mount{HostPath: l.auditDir(name), ContainerPath: auditLogDir},
+			),
 		}
 		var extra map[string]string
 		if i < len(s.ControlPlaneAPIServerArgs) {
@@ -140,7 +165,7 @@ func kindConfig(s *Spec, h Host, l layout, images NodeImages) (*v1alpha4.Cluster
 		cfg.Nodes = append(cfg.Nodes, n)
 	}
 	for i := 0; i < s.Workers; i++ {
-		cfg.Nodes = append(cfg.Nodes, v1alpha4.Node{Role: v1alpha4.WorkerRole, Image: images.For(s.WorkerVersion(i))})
+		cfg.Nodes = append(cfg.Nodes, v1alpha4.Node{Role: v1alpha4.WorkerRole, Image: images.For(s.WorkerVersion(i)), ExtraMounts: l.nodeMounts()})
 	}
 	return cfg, nil
 }

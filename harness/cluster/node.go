@@ -266,6 +266,9 @@ func (c *Cluster) addNodeContainer(ctx context.Context, image, role string) (Nod
 		"--privileged", "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
 		"--tmpfs", "/tmp", "--tmpfs", "/run", "--volume", "/var", "--volume", "/lib/modules:/lib/modules:ro",
 		"-e", "KIND_EXPERIMENTAL_CONTAINERD_SNAPSHOTTER"}
+	for _, m := range l.nodeMounts() {
+		args = append(args, "--volume", m.HostPath+":"+m.ContainerPath+":ro")
+	}
 	if role == RoleControlPlane {
 		if err := os.MkdirAll(l.auditDir(name), 0o755); err != nil {
 			return Node{}, err

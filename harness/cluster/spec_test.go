@@ -125,8 +125,40 @@ func TestKindConfigWithoutProxyLeavesPeerFlagsOut(t *testing.T) {
 	if strings.Contains(cfg.KubeadmConfigPatchesJSON6902[0].Patch, "peer-ca-file") || cfg.FeatureGates["UnknownVersionInteroperabilityProxy"] {
 		t.Error("proxy off must set neither --peer-ca-file nor the gate")
 	}
-	if len(cfg.KubeadmConfigPatches) != 0 || len(cfg.ContainerdConfigPatches) != 0 {
-		t.Error("a host that needs no adaptation gets none")
+	if len(cfg.KubeadmConfigPatches) != 0 || len(cfg.ContainerdConfigPatches) != 1 {
+		t.Errorf("a host that needs no adaptation gets none but the no-pull registry configuration: %q %q", cfg.KubeadmConfigPatches, cfg.ContainerdConfigPatches)
+	}
+}
+
+// Nodes never pull: every node, worker included, mounts the registry
+// configuration that fails a pull at once, and containerd reads it.
+func TestEveryNodeFailsAPullAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	s := haSpec()
+	cfg, err := Prepare(s, Host{}, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(cfg.ContainerdConfigPatches, ""), `config_path = "/etc/containerd/certs.d"`) {
+		t.Errorf("containerd is not pointed at the registry configuration: %q", cfg.ContainerdConfigPatches)
+	}
+	for _, n := range cfg.Nodes {
+		mounted := false
+		for _, m := range n.ExtraMounts {
+			if m.ContainerPath == registryHostsDir && m.Readonly {
+				mounted = true
+				hosts, err := os.ReadFile(filepath.Join(m.HostPath, "_default", "hosts.toml"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(string(hosts), `server = "http://127.0.0.1:1"`) {
+					t.Errorf("_default/hosts.toml does not send pulls to a closed loopback port: %s", hosts)
+				}
+			}
+		}
+		if !mounted {
+			t.Errorf("%s node does not mount %s: %+v", n.Role, registryHostsDir, n.ExtraMounts)
+		}
 	}
 }
 
