@@ -194,7 +194,7 @@ func t0() time.Time { return time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC) }
 // repository's waivers name is one a check reports.
 func TestWaiversNameCausesChecksGive(t *testing.T) {
 	given := map[string]bool{CauseNoCapablePeer: true, CauseServerWentDown: true, CausePeerCacheRebuilt: true, CauseTransportUncounted: true,
-		restarts.CauseStuckOnOneAPIServer: true, traffic.CauseAuthorizerNotSynced: true, CauseReverseProxyAbort: true}
+		restarts.CauseStuckOnOneAPIServer: true, traffic.CauseAuthorizerNotSynced: true, CauseReverseProxyAbort: true, CauseTimeoutAbort: true}
 	ws, err := certify.LoadWaivers(filepath.Join("..", "..", certify.UpstreamFile))
 	if err != nil {
 		t.Fatal(err)

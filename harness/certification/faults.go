@@ -53,6 +53,8 @@ type Attempt struct {
 	Code    int           // HTTP status; 0 when no response came
 	Took    time.Duration
 	Message string
+	// AuditID is the Audit-ID the request named, where it named one.
+	AuditID string
 }
 
 func (a Attempt) String() string {

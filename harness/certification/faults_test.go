@@ -11,9 +11,12 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/skewer-k8s/skewer/harness/audit"
 	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/metrics"
 	"github.com/skewer-k8s/skewer/harness/version"
@@ -161,7 +164,7 @@ func TestAskingDeadline(t *testing.T) {
 		fmt.Fprint(w, `{"kind":"NamespaceList","apiVersion":"v1","items":[]}`)
 	}))
 	defer srv.Close()
-	cfg := askingDeadline(&rest.Config{Host: srv.URL, Timeout: 40 * time.Second}, holeDeadline)
+	cfg := namingAuditID(askingDeadline(&rest.Config{Host: srv.URL, Timeout: 40 * time.Second}, holeDeadline), "a-1")
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -171,5 +174,52 @@ func TestAskingDeadline(t *testing.T) {
 	}
 	if q := got.URL.Query(); q.Get("timeout") != "10s" || q.Get("limit") != "1" {
 		t.Errorf("the request asked %q", got.URL.RawQuery)
+	}
+	if id := got.Header.Get("Audit-ID"); id != "a-1" {
+		t.Errorf("the request named Audit-ID %q, want a-1", id)
+	}
+}
+
+// A client under the black hole whose stream was reset at its deadline
+// fails the promise; the cause the waiver covers is found only when the
+// entry's audit log ends that very request in 503 or 504 at the deadline.
+func TestBlackHoleResetAtTheDeadline(t *testing.T) {
+	ws := upstreamWaivers(t)
+	received := time.Date(2026, 12, 4, 20, 35, 39, 766000000, time.UTC)
+	ended := func(code int32, after time.Duration) func(string) (*audit.Event, error) {
+		return func(id string) (*audit.Event, error) {
+			if id != "a-create" {
+				return nil, nil
+			}
+			return &audit.Event{AuditID: types.UID(id), Stage: auditv1.StageResponseComplete, ResponseStatus: &metav1.Status{Code: code},
+				RequestReceivedTimestamp: metav1.NewMicroTime(received), StageTimestamp: metav1.NewMicroTime(received.Add(after))}, nil
+		}
+	}
+	reset := attempt(0, 10010*time.Millisecond, 0)
+	reset.Message, reset.AuditID = "stream error: stream ID 7; INTERNAL_ERROR; received from peer", "a-create"
+	list := attempt(0, 10020*time.Millisecond, 504)
+	list.AuditID = "a-list"
+	for _, tc := range []struct {
+		name  string
+		tried map[string]Attempt
+		ended func(string) (*audit.Event, error)
+		want  certify.Outcome
+	}{
+		{"answered 503 at the deadline", map[string]Attempt{"list": list, "create": reset}, ended(503, 10001*time.Millisecond), certify.Waived},
+		{"answered 504 at the deadline", map[string]Attempt{"list": list, "create": reset}, ended(504, 10001*time.Millisecond), certify.Waived},
+		{"answered before the deadline", map[string]Attempt{"list": list, "create": reset}, ended(503, 2*time.Second), certify.Fail},
+		{"answered 201", map[string]Attempt{"list": list, "create": reset}, ended(201, 10001*time.Millisecond), certify.Fail},
+		{"not in the audit log", map[string]Attempt{"list": list, "create": reset}, noAudit, certify.Fail},
+		{"reset, and a 404 besides", map[string]Attempt{"list": attempt(0, time.Millisecond, 404), "create": reset}, ended(503, 10001*time.Millisecond), certify.Fail},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := holeVerdict("black hole cp1 -> cp5", "x/v1/ys", "cp1", 15*time.Second, tc.tried, tc.ended)
+			if v.Outcome != certify.Fail {
+				t.Fatalf("got %s (%s), want fail before the waivers", v.Outcome, v.Reason)
+			}
+			if got := ws.Apply(v, false); got.Outcome != tc.want {
+				t.Errorf("got %s (%s; causes %v; evidence %q), want %s", got.Outcome, got.Reason, v.Causes, v.Evidence, tc.want)
+			}
+		})
 	}
 }

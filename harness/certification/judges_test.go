@@ -36,7 +36,7 @@ func TestJudgesPassWhatHolds(t *testing.T) {
 	for _, v := range []certify.Verdict{
 		killed,
 		stoppedVerdict("cp4", []string{"cp5"}, []Attempt{attempt(0, 5*ms, 200), attempt(time.Second, 3*ms, 200)}, []string{"cp5"}, nil),
-		holeVerdict("black hole", "x/v1/ys", "cp1", 65*time.Second, map[string]Attempt{"list": attempt(0, time.Minute, 504), "create": attempt(0, 3*ms, 503)}),
+		holeVerdict("black hole", "x/v1/ys", "cp1", 65*time.Second, map[string]Attempt{"list": attempt(0, time.Minute, 504), "create": attempt(0, 3*ms, 503)}, noAudit),
 		slowVerdict("cp1", slowSeen{below: []Attempt{attempt(0, 310*ms, 200)}, above: attempt(0, 12*time.Second, 503)}),
 		dupVerdict(countedWrite("a create", 1, "cp4", time.Second), noWrite),
 		onlyGoneVerdict("cp1", "cp4", []Attempt{attempt(0, 5*ms, 503)}, 35*time.Second, time.Time{}, nil),
@@ -100,7 +100,7 @@ func TestFaultChecksNeedARequest(t *testing.T) {
 		killedEarly,
 		stoppedVerdict("cp4", []string{"cp5"}, nil, []string{"cp5"}, nil),
 		stoppedVerdict("cp4", []string{"cp5"}, []Attempt{attempt(0, 5*ms, 200)}, nil, nil),
-		holeVerdict("black hole", "x/v1/ys", "cp1", 65*time.Second, map[string]Attempt{}),
+		holeVerdict("black hole", "x/v1/ys", "cp1", 65*time.Second, map[string]Attempt{}, noAudit),
 		onlyGoneVerdict("cp1", "cp4", nil, 35*time.Second, time.Time{}, nil),
 		forgedLeaseVerdict(forgedLeaseSeen{lease: "kube-apiserver-skewer-forged-1", entry: "cp1", node: "cp1"}),
 		untrustedVerdict(untrustedSeen{fault: "untrusted serving cp4", key: "x/v1/ys", entry: "cp1", peer: "cp4"}, func() (string, time.Time, error) { return "", time.Time{}, nil }),

@@ -11,9 +11,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
+	"github.com/skewer-k8s/skewer/harness/audit"
 	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/faults"
@@ -281,31 +284,41 @@ func (l *linkRun) cleanUp(ctx context.Context) {
 }
 
 // blackHole judges mvp.fault.black-hole and says what the write made.
+// Each request names its own Audit-ID, so the entry's audit log says how
+// the entry ended a request whose client got no answer it could read.
 func (l *linkRun) blackHole(ctx context.Context) (certify.Verdict, written) {
 	const id = "mvp.fault.black-hole"
-	entry := l.w.Old[0].WithTimeout(l.holeBound + 25*time.Second)
-	entry.Config = askingDeadline(entry.Config, holeDeadline)
-	api, err := l.w.api(entry, "default")
-	if err != nil {
-		return fail(id, "%v", err), uncounted(err)
+	apis := map[string]dynamic.ResourceInterface{}
+	auditIDs := map[string]string{}
+	for _, what := range []string{"list", "create"} {
+		entry := l.w.Old[0].WithTimeout(l.holeBound + 25*time.Second)
+		auditIDs[what] = string(uuid.NewUUID())
+		entry.Config = namingAuditID(askingDeadline(entry.Config, holeDeadline), auditIDs[what])
+		api, err := l.w.api(entry, "default")
+		if err != nil {
+			return fail(id, "%v", err), uncounted(err)
+		}
+		apis[what] = api
 	}
 	f := &faults.BlackHole{From: l.old, To: l.peer}
 	tried := map[string]Attempt{}
-	err = l.with(ctx, f, func() error {
+	err := l.with(ctx, f, func() error {
 		start := time.Now()
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			a := Try(start, func() error { _, err := api.List(ctx, metav1.ListOptions{Limit: 1}); return err })
+			a := Try(start, func() error { _, err := apis["list"].List(ctx, metav1.ListOptions{Limit: 1}); return err })
+			a.AuditID = auditIDs["list"]
 			mu.Lock()
 			tried["list"] = a
 			mu.Unlock()
 		}()
 		go func() {
 			defer wg.Done()
-			if a, ok := l.write(ctx, api, start); ok {
+			if a, ok := l.write(ctx, apis["create"], start); ok {
+				a.AuditID = auditIDs["create"]
 				mu.Lock()
 				tried["create"] = a
 				mu.Unlock()
@@ -321,18 +334,46 @@ func (l *linkRun) blackHole(ctx context.Context) (certify.Verdict, written) {
 	if _, ok := tried["create"]; ok {
 		made = l.mostMade(ctx, "the create under the black hole", 3*time.Second)
 	}
-	return holeVerdict(f.Name(), l.w.Resource.Key(), l.w.Old[0].Name, l.holeBound, tried), made
+	entry := l.w.Old[0].Name
+	return holeVerdict(f.Name(), l.w.Resource.Key(), entry, l.holeBound, tried, func(auditID string) (*audit.Event, error) {
+		return completedAt(l.c, entry, auditID)
+	}), made
 }
+
+// namingAuditID makes every request of cfg name auditID as its Audit-ID,
+// which kube-apiserver takes as the request's audit ID.
+func namingAuditID(cfg *rest.Config, auditID string) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			req = req.Clone(req.Context())
+			req.Header.Set("Audit-ID", auditID)
+			return rt.RoundTrip(req)
+		})
+	})
+	return cfg
+}
+
+// CauseTimeoutAbort is why a client under the black hole got its stream
+// reset, not an answer, at the deadline it asked for: the request's
+// context ends at that deadline for the proxy's dial and for the entry's
+// timeout filter alike; when the proxy's error handler has begun its 503
+// as the filter fires, the filter cannot write its 504 and resets the
+// stream on purpose (k8s.io/apiserver pkg/server/filters/timeout.go,
+// baseTimeoutWriter.timeout). Found only when the entry's audit log has
+// that very request ending in 503 or 504 at its deadline.
+const CauseTimeoutAbort = "timeout-aborted-response"
 
 // holeVerdict judges mvp.fault.black-hole on how the list and the create
 // tried through entry under the fault named fault ended, bound being
-// blackHoleBound of the entry's flags.
-func holeVerdict(fault, key, entry string, bound time.Duration, tried map[string]Attempt) certify.Verdict {
+// blackHoleBound of the entry's flags; ended reads the entry's final audit
+// event of an attempt by its audit ID, for an attempt that got no answer.
+func holeVerdict(fault, key, entry string, bound time.Duration, tried map[string]Attempt, ended func(auditID string) (*audit.Event, error)) certify.Verdict {
 	const id = "mvp.fault.black-hole"
 	if v := underFault(id, "requests through "+entry+" under "+fault, len(tried)); v != nil {
 		return *v
 	}
-	var bad, ev []string
+	var bad, ev, causes []string
 	for _, what := range []string{"list", "create"} {
 		a, ok := tried[what]
 		if !ok {
@@ -342,17 +383,52 @@ func holeVerdict(fault, key, entry string, bound time.Duration, tried map[string
 		switch {
 		case a.Code == 404:
 			bad = append(bad, fmt.Sprintf("%s answered 404 (a false 404: the resource exists): %s", what, a))
+			causes = append(causes, certify.UnknownCause)
+		case a.Code == 0 && a.Took < bound:
+			bad = append(bad, fmt.Sprintf("%s: want an explicit 503 or the entry's 504 timeout: %s", what, a))
+			cause, said := abortedAtDeadline(entry, a, ended)
+			causes = append(causes, cause)
+			ev = append(ev, said)
 		case a.Code != 503 && a.Code != 504:
 			bad = append(bad, fmt.Sprintf("%s: want an explicit 503 or the entry's 504 timeout: %s", what, a))
+			causes = append(causes, certify.UnknownCause)
 		case a.Took >= bound:
 			bad = append(bad, fmt.Sprintf("%s answered after %s, past the bound %s: %s", what, a.Took.Round(100*time.Millisecond), bound, a))
+			causes = append(causes, certify.UnknownCause)
 		}
 	}
 	ev = append(ev, fmt.Sprintf("bound %s: the deadline each request asked for (?timeout=%s) or %s's --request-timeout if shorter, and %s", bound, holeDeadline, entry, holeMargin))
 	if len(bad) > 0 {
-		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Reason: strings.Join(bad, "; ")}
+		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Causes: causes, Reason: strings.Join(bad, "; ")}
 	}
 	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
+}
+
+// abortedAtDeadline is the cause of an attempt through entry that got no
+// answer within the bound, and what was read for it: CauseTimeoutAbort
+// when entry's audit log ends that very request (its Audit-ID) in 503 or
+// 504 no earlier than the deadline it asked for; unknown otherwise.
+func abortedAtDeadline(entry string, a Attempt, ended func(auditID string) (*audit.Event, error)) (cause, said string) {
+	if a.AuditID == "" {
+		return certify.UnknownCause, "no audit ID to look the request up by"
+	}
+	e, err := ended(a.AuditID)
+	switch {
+	case err != nil:
+		return certify.UnknownCause, fmt.Sprintf("%s's audit log: %v", entry, err)
+	case e == nil:
+		return certify.UnknownCause, fmt.Sprintf("%s's audit log has no final stage for %s", entry, a.AuditID)
+	}
+	code := int32(0)
+	if e.ResponseStatus != nil {
+		code = e.ResponseStatus.Code
+	}
+	took := e.StageTimestamp.Sub(e.RequestReceivedTimestamp.Time)
+	said = fmt.Sprintf("%s's audit log: %s ended in stage %s, code %d, %s after it was received", entry, a.AuditID, e.Stage, code, took.Round(time.Millisecond))
+	if e.Stage == auditv1.StageResponseComplete && (code == 503 || code == 504) && took >= holeDeadline-100*time.Millisecond {
+		return CauseTimeoutAbort, said + ": the entry answered at the deadline, and its timeout filter reset the stream of the answer under way"
+	}
+	return certify.UnknownCause, said
 }
 
 // slowLink judges mvp.fault.slow-link and says what the write between the
