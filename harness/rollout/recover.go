@@ -67,7 +67,14 @@ func Census(ctx context.Context, c *cluster.Cluster) ([]Member, error) {
 // (a kubelet replaced in place restarts its static Pods) answers 403 to
 // everyone until its authorizer has synced, and one that is starting
 // refuses connections. When it never answers, the error is its last one.
+// A node with no kube-apiserver manifest runs none and is not waited for:
+// a join cut short before kubeadm wrote it (30 s of a census, twice in
+// rollout.interrupted-recovers, session 21).
 func askVersion(ctx context.Context, c *cluster.Cluster, node cluster.Node) (version.Version, error) {
+	// A node that cannot be asked (stopped, say) is waited for as before.
+	if out, err := node.Run(ctx, "sh", "-c", `if test -e "$1"; then echo present; fi`, "sh", apiserverManifest); err == nil && strings.TrimSpace(out) != "present" {
+		return version.Version{}, fmt.Errorf("no %s in %s: no apiserver to ask", apiserverManifest, node.Name)
+	}
 	cs, err := c.APIServerClient(ctx, node)
 	if err != nil {
 		return version.Version{}, err
