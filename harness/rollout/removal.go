@@ -99,17 +99,20 @@ func stopAPIServer(ctx context.Context, c *cluster.Cluster, node cluster.Node) e
 }
 
 // removeControlPlane takes a drained control plane out for good: its
-// clients moved to the others, kubeadm reset (which removes its etcd
-// member), its apiserver identity lease (so no peer keeps routing to it),
-// its Node object and its container.
+// clients moved to the others, its etcd member removed by kubeadm reset's
+// own phase, its apiserver identity lease (so no peer keeps routing to
+// it), its Node object and its container. The rest of kubeadm reset
+// (stopping the kubelet, removing every container through the CRI,
+// unmounting and deleting the node's files) cleans a machine that stays;
+// the container goes, and all of that with it.
 func removeControlPlane(ctx context.Context, c *cluster.Cluster, node cluster.Node) error {
-	// kubeadm reset removes the etcd member first while the apiserver,
-	// which reads that member only, still serves (kubeadm#2991's shape).
+	// The etcd member goes first while the apiserver, which reads that
+	// member only, would still serve (kubeadm#2991's shape).
 	if err := moveClientsOff(ctx, c, node); err != nil {
 		return err
 	}
-	if _, err := node.Run(ctx, "kubeadm", "reset", "--force", "--v=2"); err != nil {
-		return fmt.Errorf("kubeadm reset on %s: %w", node.Name, err)
+	if _, err := node.Run(ctx, "kubeadm", "reset", "phase", "remove-etcd-member", "--v=2"); err != nil {
+		return fmt.Errorf("kubeadm reset phase remove-etcd-member on %s: %w", node.Name, err)
 	}
 	if err := forget(ctx, c, node.Name); err != nil {
 		return err
