@@ -56,7 +56,8 @@ strategies). Its version is read from what was given, and results.json records w
 sha256 of each binary; a tree's commit and whether it had changes).
 
 The pair is checked before anything is built or created: adjacent minors, forward. The exit status
-is 1 when any promise failed.`,
+is 1 when any promise failed, and when the evidence could not be exported or the cluster deleted
+(the verdicts stand; the message says what was left).`,
 		Args: cobra.NoArgs,
 		Example: `  skewer certify --from v1.35.4 --to v1.36.3
   skewer certify --from v1.36.3 --to v1.37.2 --strategy surge --out results/

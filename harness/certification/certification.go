@@ -244,6 +244,7 @@ func Run(ctx context.Context, in Input) (*report.Results, error) {
 			FeatureGates: in.FeatureGates[v]})
 	}
 	var newerOnly string
+	var cleanUp []error
 	for i, s := range in.Strategies {
 		r := &run{in: in, strategy: s, out: in.Out, images: images, newerOnly: newerOnly}
 		r.judgeAll(ctx, func(run report.Run) {
@@ -263,6 +264,7 @@ func Run(ctx context.Context, in Input) (*report.Results, error) {
 			}
 		})
 		res.Runs = append(res.Runs, r.result())
+		cleanUp = append(cleanUp, r.cleanUpErr)
 		if r.newerOnly != "" {
 			newerOnly = r.newerOnly
 		}
@@ -277,7 +279,9 @@ func Run(ctx context.Context, in Input) (*report.Results, error) {
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
-	return res, err
+	// The verdicts stand whatever the clean-up did; the error says what
+	// it left (evidence not exported, a cluster not deleted).
+	return res, errors.Join(err, errors.Join(cleanUp...))
 }
 
 // checkpoint is the results so far - res, with run, the i-th of

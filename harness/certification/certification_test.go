@@ -146,6 +146,57 @@ func TestNothingSelectedMakesNoCluster(t *testing.T) {
 	}
 }
 
+// Evidence not exported or a cluster not deleted is said, not dropped:
+// each is a phase of the timeline with its error, and the run's clean-up
+// error names it, so the exit status is not 0 (issue 36).
+func TestCleanUpFailuresAreSaid(t *testing.T) {
+	in := input(t)
+	in.Evidence = t.TempDir()
+	ok := func(context.Context) error { return nil }
+	exported := func(context.Context, string) error { return nil }
+	for _, tc := range []struct {
+		name   string
+		export func(context.Context, string) error
+		remove func(context.Context) error
+		want   []string
+	}{
+		{"both done", exported, ok, nil},
+		{"nothing to do", nil, nil, nil},
+		{"the export failed", func(context.Context, string) error { return errors.New("no space left on device") }, ok,
+			[]string{"export the evidence", "no space left on device"}},
+		{"the delete failed", exported, func(context.Context) error { return errors.New("container still running") },
+			[]string{"delete the cluster", "container still running"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &run{in: in, strategy: rollout.StrategySurge, out: io.Discard}
+			err := r.cleanUp(context.Background(), tc.export, tc.remove)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("a clean-up that did its work failed: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("a failed clean-up returned no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%v does not say %q", err, w)
+				}
+			}
+			failed := 0
+			for _, p := range r.phases {
+				if p.Error != "" {
+					failed++
+				}
+			}
+			if failed != 1 {
+				t.Errorf("%d phases of the timeline carry an error, want 1: %+v", failed, r.phases)
+			}
+		})
+	}
+}
+
 // Every promise of the catalogue is judged by some strategy's run: one
 // that none judges would be an error in every certification.
 func TestEveryPromiseHasARun(t *testing.T) {

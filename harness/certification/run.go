@@ -71,6 +71,9 @@ type run struct {
 	// fixture is the sidecar checks' fixture image, built in the
 	// background from the cluster's creation on (buildFixture).
 	fixture func() (string, error)
+	// cleanUpErr is what failed of exporting the evidence and deleting
+	// the cluster (cleanUp).
+	cleanUpErr error
 	// cutShort says, while the transitions run, whether the run was
 	// interrupted: a check that fails after it was cut short, not by
 	// what it judges.
@@ -218,29 +221,52 @@ func (r *run) judgeAll(ctx context.Context, checkpoint func(report.Run)) {
 		// which may take minutes a cancelled CI job does not have.
 		checkpoint(r.result())
 	}
-	if wanted {
-		if r.c != nil && r.in.Evidence != "" {
-			// Kept on a pass as on a failure: what the verdicts rest on.
-			ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
-			dir := filepath.Join(r.in.Evidence, string(r.strategy))
-			_ = r.phase(ectx, "export the evidence (node logs, every apiserver's audit log)", func(ctx context.Context) error {
-				return r.c.ExportLogs(ctx, dir)
-			})
-			cancel()
+	if wanted && r.c != nil {
+		var export func(context.Context, string) error
+		if r.in.Evidence != "" {
+			export = r.c.ExportLogs
 		}
-		if r.c != nil && !r.in.Retain {
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
-			_ = r.phase(dctx, "delete the cluster", func(ctx context.Context) error {
+		var remove func(context.Context) error
+		if !r.in.Retain {
+			remove = func(ctx context.Context) error {
 				err := r.c.Delete(ctx, false)
 				if err != nil && docker.Ping(ctx) != nil {
 					// Docker restarts the node containers when it is back.
 					return fmt.Errorf("Docker does not answer, so the cluster's containers are left: once it is back, delete them with `skewer down --name %s`: %w", r.c.Name, err)
 				}
 				return err
-			})
-			cancel()
+			}
 		}
+		r.cleanUpErr = r.cleanUp(ctx, export, remove)
 	}
+}
+
+// cleanUp exports the run's evidence (export, given where it goes) and
+// then deletes its cluster (remove), each a phase of the timeline with
+// minutes of its own, after the verdicts are in and kept; either may be
+// nil, not to be done. What failed of it is returned: the verdicts stand,
+// but evidence not exported or a cluster left behind is no clean run,
+// and the exit status says so.
+func (r *run) cleanUp(ctx context.Context, export func(context.Context, string) error, remove func(context.Context) error) error {
+	var errs []error
+	if export != nil {
+		// Kept on a pass as on a failure: what the verdicts rest on.
+		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+		dir := filepath.Join(r.in.Evidence, string(r.strategy))
+		errs = append(errs, r.phase(ectx, "export the evidence (node logs, every apiserver's audit log)", func(ctx context.Context) error {
+			return export(ctx, dir)
+		}))
+		cancel()
+	}
+	if remove != nil {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+		errs = append(errs, r.phase(dctx, "delete the cluster", remove))
+		cancel()
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("the %s run's clean-up: %w", r.strategy, err)
+	}
+	return nil
 }
 
 // judgeTheRest gives every promise of the plan the run did not judge its
