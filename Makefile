@@ -83,7 +83,7 @@ images: deps docker build
 # and waivers are printed after them, so a log's tail says what failed.
 e2e: images
 	@mkdir -p $(ARTIFACTS); rc=0; \
-	./bin/skewer certify --from $(FROM) --to $(TO) --strategy surge --strict=$(STRICT) --out $(OUT) || rc=$$?; \
+	./bin/skewer certify --from $(FROM) --to $(TO) --strategy surge --strict=$(STRICT) --out $(OUT) --force || rc=$$?; \
 	[ $$rc -lt 128 ] || exit $$rc; \
 	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit-vendor.xml --format testname -- \
 	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/vendor -run TestCertifyAVendorsRelease || rc=1; \
@@ -119,7 +119,7 @@ suites: images
 # Certify one version pair (the certification workflow's step): verdicts,
 # junit.xml, summary.md and report.html in $(OUT).
 certify: deps docker build
-	./bin/skewer certify --from $(FROM) --to $(TO) --strategy $(STRATEGY) --strict=$(STRICT) --out $(OUT) $(if $(SHARD),--shard $(SHARD))
+	./bin/skewer certify --from $(FROM) --to $(TO) --strategy $(STRATEGY) --strict=$(STRICT) --out $(OUT) --force $(if $(SHARD),--shard $(SHARD))
 
 bench: images
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 150m ./bench/...

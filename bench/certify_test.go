@@ -33,7 +33,7 @@ func BenchmarkCertify(b *testing.B) {
 	}
 	out := envOr("CERTIFY_OUT", b.TempDir()) // keep the report: CERTIFY_OUT=DIR
 	cmd := exec.CommandContext(context.Background(), bin, "certify", "--from", versions[0].String(), "--to", versions[1].String(),
-		"--strategy", envOr("STRATEGY", "both"), "--name", "bench-certify", "--out", out)
+		"--strategy", envOr("STRATEGY", "both"), "--name", "bench-certify", "--out", out, "--force")
 	cmd.Dir = b.TempDir() // nothing of the checkout: what it needs is embedded
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	start := time.Now()

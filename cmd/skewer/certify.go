@@ -29,7 +29,7 @@ type certifyFlags struct {
 	images                                          givenFlags
 	maxFailed                                       float64
 	maxUnavailable, maxUnavailableReused            time.Duration
-	strict, retain, dryRun, list                    bool
+	strict, retain, dryRun, list, force             bool
 }
 
 func certifyCommand() *cobra.Command {
@@ -80,7 +80,7 @@ is 1 when any promise failed, and when the evidence could not be exported or the
 				printPlan(cmd.OutOrStdout(), in)
 				return nil
 			}
-			if err := writableDir(f.out); err != nil {
+			if err := outDir(f.out, f.force); err != nil {
 				return badInput(fmt.Errorf("--out: %w", err))
 			}
 			res, err := certification.Run(cmd.Context(), in)
@@ -114,6 +114,7 @@ is 1 when any promise failed, and when the evidence could not be exported or the
 	fl.StringVar(&f.waivers, "waivers", "", "a file of your own waivers, added to the repository's (clusters/waivers/upstream.yaml)")
 	fl.BoolVar(&f.strict, "strict", false, "refuse every waiver: documented upstream behaviour fails its promise too")
 	fl.BoolVar(&f.retain, "retain", false, "keep each run's cluster")
+	fl.BoolVar(&f.force, "force", false, "replace an earlier run's results and evidence in --out (refused without it: two runs' evidence must not mix)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "check the input and print what each run would judge; build and create nothing")
 	fl.BoolVar(&f.list, "list", false, "print the catalogue of promises and exit")
 	fl.StringVar(&f.name, "name", "skewer-certify", "cluster name prefix (each run adds -<strategy>)")
@@ -245,6 +246,28 @@ func printPlan(w io.Writer, in certification.Input) {
 			fmt.Fprintf(w, "%s:\n  %s\n", r, strings.Join(notJudged[r], "\n  "))
 		}
 	}
+}
+
+// outDir makes --out ready for a run: writable, and holding no earlier
+// run's results or evidence, which would mix with this one's (a report
+// naming one run beside the audit logs of another). With force they are
+// removed first; anything else in dir is left alone.
+func outDir(dir string, force bool) error {
+	var earlier []string
+	for _, name := range []string{report.ResultsFile, report.JUnitFile, report.SummaryFile, report.HTMLFile, "evidence"} {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+			earlier = append(earlier, name)
+		}
+	}
+	if len(earlier) > 0 && !force {
+		return fmt.Errorf("%s holds an earlier run's %s: give an empty folder, or --force to replace them", dir, strings.Join(earlier, ", "))
+	}
+	for _, name := range earlier {
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	return writableDir(dir)
 }
 
 // writableDir makes dir (the results' directory, which the run would make

@@ -16,6 +16,9 @@ func TestBadInputIsRefusedInOneLine(t *testing.T) {
 	dir := t.TempDir()
 	malformed := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(malformed, []byte("name: x\ncontrolPlanes: [\n"), 0o644)
+	earlier := filepath.Join(dir, "earlier")
+	os.MkdirAll(filepath.Join(earlier, "evidence"), 0o755)
+	os.WriteFile(filepath.Join(earlier, "results.json"), []byte("{}"), 0o644)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -58,6 +61,8 @@ func TestBadInputIsRefusedInOneLine(t *testing.T) {
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--profile", "sidecar"}, "a rolling replacement needs 3"},
 		// Results that could not be kept: refused before a cluster is made.
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--out", "/etc/passwd/results"}, "--out: mkdir /etc/passwd: not a directory"},
+		// An earlier run's results and evidence would mix with this run's.
+		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--out", earlier}, "holds an earlier run's results.json, evidence: give an empty folder, or --force"},
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--max-failed", "150"}, "the share of failed requests allowed is 1.5"},
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--max-failed", "NaN"}, "the share of failed requests allowed is NaN"},
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--max-failed", "-Inf"}, "the share of failed requests allowed is -Inf"},
@@ -128,5 +133,32 @@ func TestSideGates(t *testing.T) {
 		if _, err := sideGates([]string{bad}, pair); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// --force replaces an earlier run's results and evidence in --out and
+// nothing else; without it the folder is left as it was.
+func TestOutDirForce(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"results.json", "junit.xml", "summary.md", "report.html", "evidence/surge/audit.log", "notes.txt"} {
+		p := filepath.Join(dir, f)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte("earlier"), 0o644)
+	}
+	if err := outDir(dir, false); err == nil {
+		t.Fatal("an --out with an earlier run's results was accepted without --force")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "evidence", "surge", "audit.log")); err != nil {
+		t.Fatalf("a refused --out was changed: %v", err)
+	}
+	if err := outDir(dir, true); err != nil {
+		t.Fatal(err)
+	}
+	left, _ := os.ReadDir(dir)
+	if len(left) != 1 || left[0].Name() != "notes.txt" {
+		t.Errorf("--force left %v, want only notes.txt", left)
+	}
+	if err := outDir(dir, false); err != nil {
+		t.Errorf("a folder with no earlier run's files was refused: %v", err)
 	}
 }
