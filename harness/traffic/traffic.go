@@ -141,17 +141,14 @@ func Start(ctx context.Context, c *cluster.Cluster, opts Options) (*Traffic, err
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("failed to create namespace %s: %w", opts.Namespace, err)
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	t := &Traffic{c: c, opts: opts, ctx: runCtx, stopAll: cancel, phase: "start",
-		streams: map[stream]context.CancelFunc{}, acked: map[string]bool{}, seen: map[string]bool{},
-		phaseAdvertised: map[string]map[string]bool{}}
+	t := newTraffic(ctx, c, opts)
 	if err := t.watch(cs); err != nil {
-		cancel()
+		t.stopAll()
 		return nil, err
 	}
 	t.startStreams("lb", cfg)
 	if err := t.Refresh(ctx); err != nil {
-		cancel()
+		t.end()
 		return nil, err
 	}
 	t.mu.Lock()
@@ -503,6 +500,23 @@ func (t *Traffic) Records() []Record {
 	return append([]Record(nil), t.records...)
 }
 
+// newTraffic is traffic with no stream yet, whose streams and watch end
+// with ctx (the run's: an interrupted or failed run does not leave them
+// writing into a cluster being exported and deleted), with Stop, or with
+// Delete.
+func newTraffic(ctx context.Context, c *cluster.Cluster, opts Options) *Traffic {
+	runCtx, cancel := context.WithCancel(ctx)
+	return &Traffic{c: c, opts: opts, ctx: runCtx, stopAll: cancel, phase: "start",
+		streams: map[stream]context.CancelFunc{}, acked: map[string]bool{}, seen: map[string]bool{},
+		phaseAdvertised: map[string]map[string]bool{}}
+}
+
+// end ends every stream and the watch, and waits for the streams.
+func (t *Traffic) end() {
+	t.stopAll()
+	t.wg.Wait()
+}
+
 // Stop ends the streams and accounts for every acknowledged write: a final
 // list through the load balancer must find it, and the watch must have
 // delivered it (given a grace period to catch up).
@@ -639,6 +653,7 @@ func (t *Traffic) account(stored map[string]bool) Summary {
 
 // Delete removes the traffic's namespace.
 func (t *Traffic) Delete(ctx context.Context) error {
+	t.end() // a run that failed before Stop leaves them running
 	cs, err := t.c.Client()
 	if err != nil {
 		return err
