@@ -236,7 +236,11 @@ func printPlan(w io.Writer, in certification.Input) {
 				judged = append(judged, string(v.ID))
 			}
 		}
-		fmt.Fprintf(w, "\n%s run on cluster %s-%s: judges %d promise(s)\n  %s\n", s, in.Name, s, len(judged), strings.Join(judged, "\n  "))
+		if len(judged) == 0 {
+			fmt.Fprintf(w, "\n%s run: judges nothing, makes no cluster\n", s)
+		} else {
+			fmt.Fprintf(w, "\n%s run on cluster %s-%s: %s; judges %d promise(s)\n  %s\n", s, in.Name, s, strings.Join(in.Parts(s), ", "), len(judged), strings.Join(judged, "\n  "))
+		}
 		var reasons []string
 		for r := range notJudged {
 			reasons = append(reasons, r)

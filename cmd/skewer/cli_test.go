@@ -92,7 +92,7 @@ func TestCertifyPlans(t *testing.T) {
 	out := stdout.String()
 	for _, want := range []string{
 		"certify v1.35.4 -> v1.36.3",
-		"in-place run on cluster skewer-certify-in-place: judges 10 promise(s)",
+		"in-place run on cluster skewer-certify-in-place: create, load the newer images, traffic, roll every control plane in place, the sidecar Jobs; judges 10 promise(s)",
 		"not-selected, left out by --skip:\n  rollout.versions",
 		"not-applicable, the in-place strategy holds no mixed window, fault or sidecar phase for it: the surge run judges it:\n",
 	} {
@@ -109,6 +109,17 @@ func TestCertifyPlans(t *testing.T) {
 	}
 	if strings.Contains(out, "surge run on") {
 		t.Errorf("--strategy in-place plans a surge run:\n%s", out)
+	}
+	// A selection takes only the parts of the run it needs.
+	stdout.Reset()
+	if code := Run(context.Background(), []string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--only", "mvp.fault.peer-killed", "--dry-run"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	for _, want := range []string{"surge run on cluster skewer-certify-surge: create, the mixed window, faults, rollback, the mixed window with two; judges 1 promise(s)",
+		"in-place run: judges nothing, makes no cluster"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("plan lacks %q:\n%s", want, stdout.String())
+		}
 	}
 	stdout.Reset()
 	if code := Run(context.Background(), []string{"certify", "--list"}, &stdout, &stderr); code != 0 {

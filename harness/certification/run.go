@@ -394,6 +394,34 @@ func (in Input) surgePlan() surgePlan {
 	return p
 }
 
+// Parts names, in order, the parts the run of strategy s takes for the
+// promises selected: what --dry-run shows beside what they judge.
+func (in Input) Parts(s rollout.Strategy) []string {
+	if s == rollout.StrategyInPlace {
+		out := []string{"create", "load the newer images"}
+		if in.wants(trafficPromises) {
+			out = append(out, "traffic")
+		}
+		return append(out, "roll every control plane in place", "the sidecar Jobs")
+	}
+	p := in.surgePlan()
+	var out []string
+	for _, part := range []struct {
+		on   bool
+		name string
+	}{
+		{true, "create"}, {p.refused, "refused rollouts"}, {p.interrupted, "an interrupted rollout"},
+		{p.window, "the mixed window"}, {p.proxy, "the proxy's checks"}, {p.faults, "faults"},
+		{p.variant, "the runtime-config variant"}, {p.traffic, "traffic"}, {p.window && p.rollback, "rollback"},
+		{p.window && p.windowTwo, "the mixed window with two"}, {p.through, "through"}, {p.sidecars, "native sidecars"},
+	} {
+		if part.on {
+			out = append(out, part.name)
+		}
+	}
+	return out
+}
+
 func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 	to := r.in.Pair.To
 	plan := r.in.surgePlan()
