@@ -155,22 +155,32 @@ func blackHoleBound(flags []string, asked time.Duration) (time.Duration, error) 
 // (?timeout=), whatever the client itself waits (cfg.Timeout, which
 // client-go would otherwise ask for).
 func askingDeadline(cfg *rest.Config, deadline time.Duration) *rest.Config {
+	return editingRequests(cfg, func(req *http.Request) {
+		q := req.URL.Query()
+		q.Set("timeout", deadline.String())
+		req.URL.RawQuery = q.Encode()
+	})
+}
+
+// namingAuditID makes every request of cfg name auditID as its Audit-ID,
+// which kube-apiserver takes as the request's audit ID.
+func namingAuditID(cfg *rest.Config, auditID string) *rest.Config {
+	return editingRequests(cfg, func(req *http.Request) { req.Header.Set("Audit-ID", auditID) })
+}
+
+// editingRequests is a copy of cfg whose every request edit changes, on a
+// clone of it, before it is sent.
+func editingRequests(cfg *rest.Config, edit func(*http.Request)) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
 			req = req.Clone(req.Context())
-			q := req.URL.Query()
-			q.Set("timeout", deadline.String())
-			req.URL.RawQuery = q.Encode()
+			edit(req)
 			return rt.RoundTrip(req)
 		})
 	})
 	return cfg
 }
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // api is the window's resource through the older server, with a client
 // timeout.
@@ -338,20 +348,6 @@ func (l *linkRun) blackHole(ctx context.Context) (certify.Verdict, written) {
 	return holeVerdict(f.Name(), l.w.Resource.Key(), entry, l.holeBound, tried, func(auditID string) (*audit.Event, error) {
 		return completedAt(l.c, entry, auditID)
 	}), made
-}
-
-// namingAuditID makes every request of cfg name auditID as its Audit-ID,
-// which kube-apiserver takes as the request's audit ID.
-func namingAuditID(cfg *rest.Config, auditID string) *rest.Config {
-	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			req = req.Clone(req.Context())
-			req.Header.Set("Audit-ID", auditID)
-			return rt.RoundTrip(req)
-		})
-	})
-	return cfg
 }
 
 // CauseTimeoutAbort is why a client under the black hole got its stream
