@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -195,7 +196,7 @@ func certifyInput(ctx context.Context, f certifyFlags, progress io.Writer) (cert
 		Pair: pair, Strategies: strategies, Only: ids(f.only), Skip: ids(f.skip), Shard: f.shard, Waivers: ws, Strict: f.strict,
 		Profile: spec, Name: f.name, Images: images,
 		Budget: certify.Budget{MaxFailed: f.maxFailed / 100, MaxUnavailable: f.maxUnavailable, MaxUnavailableReused: f.maxUnavailableReused},
-		Retain: f.retain, Evidence: filepath.Join(f.out, "evidence"), Out: progress, Verbosity: global.verbosity, Tool: toolInfo(),
+		Retain: f.retain, Evidence: filepath.Join(f.out, evidenceDir), Out: progress, Verbosity: global.verbosity, Tool: toolInfo(),
 		FeatureGates: gates,
 		// Rewritten once the evidence is exported and the cluster gone.
 		Checkpoint: func(r *report.Results) error { return r.Write(f.out) },
@@ -252,13 +253,16 @@ func printPlan(w io.Writer, in certification.Input) {
 	}
 }
 
+// evidenceDir is where in --out a run's evidence goes.
+const evidenceDir = "evidence"
+
 // outDir makes --out ready for a run: writable, and holding no earlier
 // run's results or evidence, which would mix with this one's (a report
 // naming one run beside the audit logs of another). With force they are
 // removed first; anything else in dir is left alone.
 func outDir(dir string, force bool) error {
 	var earlier []string
-	for _, name := range []string{report.ResultsFile, report.JUnitFile, report.SummaryFile, report.HTMLFile, "evidence"} {
+	for _, name := range append(slices.Clone(report.Files), evidenceDir) {
 		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
 			earlier = append(earlier, name)
 		}

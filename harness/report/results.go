@@ -436,13 +436,16 @@ func (r *Results) elsewhere(run Run, v certify.Verdict) bool {
 	return false
 }
 
-// Files are the names Write writes in its directory.
+// The names Write writes in its directory.
 const (
 	ResultsFile = "results.json"
 	JUnitFile   = "junit.xml"
 	SummaryFile = "summary.md"
 	HTMLFile    = "report.html"
 )
+
+// Files are what Write writes, in the order it writes them.
+var Files = []string{ResultsFile, JUnitFile, SummaryFile, HTMLFile}
 
 // Write writes results.json, junit.xml, summary.md and report.html in dir.
 // Each file is written whole or not at all.
@@ -468,7 +471,7 @@ func (r *Results) Write(dir string) error {
 		return err
 	}
 	files := map[string][]byte{ResultsFile: append(js, '\n'), JUnitFile: junit.Bytes(), SummaryFile: []byte(r.Summary()), HTMLFile: html.Bytes()}
-	for _, name := range []string{ResultsFile, JUnitFile, SummaryFile, HTMLFile} {
+	for _, name := range Files {
 		if err := writeAtomic(filepath.Join(dir, name), files[name]); err != nil {
 			return err
 		}
