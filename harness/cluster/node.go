@@ -267,7 +267,11 @@ func (c *Cluster) addNodeContainer(ctx context.Context, image, role string) (Nod
 		"--tmpfs", "/tmp", "--tmpfs", "/run", "--volume", "/var", "--volume", "/lib/modules:/lib/modules:ro",
 		"-e", "KIND_EXPERIMENTAL_CONTAINERD_SNAPSHOTTER"}
 	for _, m := range l.nodeMounts() {
-		args = append(args, "--volume", m.HostPath+":"+m.ContainerPath+":ro")
+		volume := m.HostPath + ":" + m.ContainerPath
+		if m.Readonly {
+			volume += ":ro"
+		}
+		args = append(args, "--volume", volume)
 	}
 	if role == RoleControlPlane {
 		if err := os.MkdirAll(l.auditDir(name), 0o755); err != nil {

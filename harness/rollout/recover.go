@@ -72,7 +72,7 @@ func Census(ctx context.Context, c *cluster.Cluster) ([]Member, error) {
 // rollout.interrupted-recovers, session 21).
 func askVersion(ctx context.Context, c *cluster.Cluster, node cluster.Node) (version.Version, error) {
 	// A node that cannot be asked (stopped, say) is waited for as before.
-	if out, err := node.Run(ctx, "sh", "-c", `if test -e "$1"; then echo present; fi`, "sh", apiserverManifest); err == nil && strings.TrimSpace(out) != "present" {
+	if out, err := node.Run(ctx, "sh", "-c", `if test -e "$1"; then echo present; fi`, "sh", apiserverManifest); err == nil && out != "present" {
 		return version.Version{}, fmt.Errorf("no %s in %s: no apiserver to ask", apiserverManifest, node.Name)
 	}
 	cs, err := c.APIServerClient(ctx, node)
