@@ -28,7 +28,6 @@ import (
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/harness/report"
 	"github.com/skewer-k8s/skewer/harness/rollout"
-	"github.com/skewer-k8s/skewer/harness/sidecarchecks"
 	"github.com/skewer-k8s/skewer/harness/version"
 	"github.com/skewer-k8s/skewer/internal/docker"
 )
@@ -143,24 +142,12 @@ func (in Input) selected(id certify.ID) (bool, string) {
 	return true, ""
 }
 
-// checkedBy is what each strategy's run judges; every other promise is
-// proven, for now, by the suites of make e2e.
-var checkedBy = map[rollout.Strategy][]certify.ID{
-	rollout.StrategySurge: slices.Concat([]certify.ID{"rollout.versions", "rollout.membership", "rollout.rollback", "rollout.no-lost-writes",
-		"rollout.no-missed-watch-events", "rollout.no-false-404", "rollout.no-false-403", "rollout.disruption-budget", "mvp.discovery.converges",
-		"mvp.rollback.all-old", "cluster.no-unexpected-restarts", "cluster.nodes-stay-ready", "mvp.audit.run-complete"},
-		RolloutPromises, VariantPromises, windowPromises(), sidecarchecks.Promises),
-	rollout.StrategyInPlace: {"rollout.versions", "rollout.membership", "rollout.no-lost-writes",
-		"rollout.no-missed-watch-events", "rollout.no-false-404", "rollout.no-false-403", "rollout.disruption-budget", "sidecar.job.completes",
-		"cluster.no-unexpected-restarts", "cluster.nodes-stay-ready", "mvp.audit.run-complete"},
-}
-
 // notJudged is the verdict of a promise a strategy's run does not judge:
 // not applicable when the strategy does not take the path it needs (the
 // surge run judges it), an error when no run proves it - a promise of the
 // catalogue certify cannot judge is a hole, not a skip.
 func notJudged(id certify.ID, s rollout.Strategy) certify.Verdict {
-	if slices.Contains(checkedBy[rollout.StrategySurge], id) {
+	if slices.Contains(checkedBy(rollout.StrategySurge), id) {
 		return certify.Inapplicable(id, "the %s strategy holds no mixed window, fault or sidecar phase for it: the surge run judges it", s)
 	}
 	return certify.Errored(id, "no check of certify judges it")
@@ -175,7 +162,7 @@ func Plan(in Input) map[rollout.Strategy][]certify.Verdict {
 			v := certify.Verdict{ID: p.ID, Outcome: certify.Pass}
 			if ok, why := in.selected(p.ID); !ok {
 				v = certify.Verdict{ID: p.ID, Outcome: certify.NotSelected, Reason: why}
-			} else if !slices.Contains(checkedBy[s], p.ID) {
+			} else if !slices.Contains(checkedBy(s), p.ID) {
 				v = notJudged(p.ID, s)
 			}
 			out[s] = append(out[s], v)

@@ -201,7 +201,7 @@ func TestCleanUpFailuresAreSaid(t *testing.T) {
 // that none judges would be an error in every certification.
 func TestEveryPromiseHasARun(t *testing.T) {
 	for _, p := range certify.Catalogue() {
-		if !slices.Contains(checkedBy[rollout.StrategySurge], p.ID) {
+		if !slices.Contains(checkedBy(rollout.StrategySurge), p.ID) {
 			t.Errorf("%s: no run of certify judges it", p.ID)
 		}
 	}
@@ -229,12 +229,10 @@ func TestUnselectedVerdictsDoNotCount(t *testing.T) {
 // A mixed window that cannot be opened makes its promises errors, unless
 // the pair offers nothing to route: only then do they not apply.
 func TestNoWindow(t *testing.T) {
-	r := &run{in: input(t), out: io.Discard, windowErr: fmt.Errorf("%w: v1.36.3 serves no routable resource", ErrNothingToRoute)}
-	if v := r.noWindow("mvp.route.verbs"); v.Outcome != certify.NotApplicable {
+	if v := noWindow("mvp.route.verbs", fmt.Errorf("%w: v1.36.3 serves no routable resource", ErrNothingToRoute)); v.Outcome != certify.NotApplicable {
 		t.Errorf("nothing to route: %+v", v)
 	}
-	r.windowErr = errors.New("the server is currently unable to handle the request")
-	if v := r.noWindow("mvp.route.verbs"); v.Outcome != certify.Error || !strings.Contains(v.Reason, "unable to handle") {
+	if v := noWindow("mvp.route.verbs", errors.New("the server is currently unable to handle the request")); v.Outcome != certify.Error || !strings.Contains(v.Reason, "unable to handle") {
 		t.Errorf("an API error: %+v", v)
 	}
 }

@@ -28,7 +28,7 @@ func PromisesDoc(ws certify.Waivers) string {
 		}
 		var runs []string
 		for _, s := range []rollout.Strategy{rollout.StrategySurge, rollout.StrategyInPlace} {
-			if slices.Contains(checkedBy[s], p.ID) {
+			if slices.Contains(checkedBy(s), p.ID) {
 				runs = append(runs, string(s))
 			}
 		}

@@ -194,21 +194,16 @@ func (r *run) judgeAll(ctx context.Context, checkpoint func(report.Run)) {
 		r.cutShort = func() bool { return ctx.Err() != nil }
 		err = r.transitions(ctx)
 		r.cutShort = nil
-		if r.monitor != nil {
-			meant := Meant(r.phases, r.restarts)
-			var auditLogs []string
-			if r.c != nil {
-				auditLogs, _ = r.c.AuditLogs() // none: a node's cause is unknown, and says so
-			}
-			for _, v := range r.monitor.Judge(meant, auditLogs) {
-				r.judge(v)
-			}
-			for _, e := range r.monitor.Events() {
-				r.events = append(r.events, report.Event{Time: e.Time, Kind: e.Kind, Text: e.String(), Meant: meant(e)})
-			}
-		}
 		if r.c != nil {
-			r.judge(RunAudit(r.c))
+			// What the whole run recorded: judged when the cluster was made.
+			e := r.env(nil)
+			e.Meant = Meant(r.phases, r.restarts)
+			_ = r.judgeIn(ctx, partRun, e) // no check of the whole run is a phase
+			if r.monitor != nil {
+				for _, ev := range r.monitor.Events() {
+					r.events = append(r.events, report.Event{Time: ev.Time, Kind: ev.Kind, Text: ev.String(), Meant: e.Meant(ev)})
+				}
+			}
 		}
 		r.scraping = false
 		if r.stopLogs != nil {
@@ -319,7 +314,7 @@ func (r *run) transitions(ctx context.Context) error {
 		return err
 	}
 	r.readComponents(ctx, "created")
-	if r.strategy == rollout.StrategyInPlace || r.in.surgePlan().sidecars {
+	if r.in.needs(partSidecars, r.strategy) {
 		r.buildFixture(ctx)
 	}
 	r.scraping = true
@@ -350,15 +345,6 @@ type surgePlan struct {
 	refused, interrupted, window, proxy, faults, variant, traffic, rollback, windowTwo, through, sidecars bool
 }
 
-// Promises each part of the surge run judges first-hand.
-var (
-	trafficPromises = []certify.ID{"rollout.no-lost-writes", "rollout.no-missed-watch-events", "rollout.no-false-404",
-		"rollout.no-false-403", "rollout.disruption-budget"}
-	rollbackPromises = []certify.ID{"rollout.rollback", "mvp.rollback.all-old"}
-	throughPromises  = []certify.ID{"rollout.versions", "rollout.membership"}
-	windowTwoIDs     = []certify.ID{"mvp.fault.peer-stopped", "mvp.fault.peer-killed", "mvp.metrics.peer-proxy-errors"}
-)
-
 // wants says whether any promise of the groups is selected.
 func (in Input) wants(groups ...[]certify.ID) bool {
 	for _, g := range groups {
@@ -372,25 +358,25 @@ func (in Input) wants(groups ...[]certify.ID) bool {
 }
 
 func (in Input) surgePlan() surgePlan {
-	wants := in.wants
+	needs := func(p Part) bool { return in.needs(p, rollout.StrategySurge) }
 	p := surgePlan{
-		refused:     wants([]certify.ID{"rollout.refuses-bad-input"}),
-		interrupted: wants([]certify.ID{"rollout.interrupted-recovers"}),
-		faults:      wants(LinkPromises, FaultPromises, SwitchPromises, []certify.ID{"mvp.fault.only-peer-gone", "mvp.trust.untrusted-peer"}),
-		proxy:       wants(ProxyPromises, []certify.ID{"mvp.trust.forged-lease"}),
-		variant:     wants(VariantPromises),
-		windowTwo:   wants(windowTwoIDs),
-		sidecars:    wants(sidecarchecks.Promises),
+		refused:     needs(partRefused),
+		interrupted: needs(partInterrupted),
+		proxy:       needs(partProxy),
+		faults:      needs(partFaults),
+		variant:     needs(partVariant),
+		windowTwo:   needs(partWindowTwo) || needs(partTwoFaults),
+		sidecars:    needs(partSidecars),
+		// The traffic runs when its verdicts are wanted, and then across
+		// every transition of a whole run's: a shard that judges it
+		// proves no less of it than the run in one piece.
+		traffic: needs(partTraffic),
 	}
-	p.through = wants(trafficPromises, throughPromises) || p.sidecars
-	p.window = wants(rollbackPromises, []certify.ID{"mvp.discovery.converges"}) || p.proxy || p.faults || p.variant || p.windowTwo
-	// The traffic runs when its verdicts are wanted, and then across
-	// every transition of a whole run's: a shard that judges it proves no
-	// less of it than the run in one piece.
-	p.traffic = wants(trafficPromises)
+	p.through = needs(partThrough) || p.traffic || p.sidecars
+	p.window = needs(partWindow) || needs(partRollback) || p.proxy || p.faults || p.variant || p.windowTwo
 	p.windowTwo = p.windowTwo || (p.traffic && p.window)
 	// Through starts from all-old: after the window, a rollback first.
-	p.rollback = wants(rollbackPromises) || p.windowTwo || (p.window && p.through)
+	p.rollback = needs(partRollback) || p.windowTwo || (p.window && p.through)
 	return p
 }
 
@@ -399,10 +385,14 @@ func (in Input) surgePlan() surgePlan {
 func (in Input) Parts(s rollout.Strategy) []string {
 	if s == rollout.StrategyInPlace {
 		out := []string{"create", "load the newer images"}
-		if in.wants(trafficPromises) {
+		if in.needs(partTraffic, s) {
 			out = append(out, "traffic")
 		}
-		return append(out, "roll every control plane in place", "the sidecar Jobs")
+		out = append(out, "roll every control plane in place")
+		if in.needs(partSidecars, s) {
+			out = append(out, "the sidecar Jobs")
+		}
+		return out
 	}
 	p := in.surgePlan()
 	var out []string
@@ -425,22 +415,11 @@ func (in Input) Parts(s rollout.Strategy) []string {
 func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 	to := r.in.Pair.To
 	plan := r.in.surgePlan()
-	if plan.refused {
-		if err := r.phase(ctx, "rollouts the input forbids, each refused", func(ctx context.Context) error {
-			r.judge(CheckRefusesBadInput(ctx, r.c, r.in.Pair))
-			return nil
-		}); err != nil {
-			return err
-		}
+	if err := r.judgeIn(ctx, partRefused, r.env(before)); err != nil {
+		return err
 	}
-	if plan.interrupted {
-		if err := r.phase(ctx, fmt.Sprintf("a rollout to %s cut short mid-join, then rolled back", to), func(ctx context.Context) error {
-			r.restarting(restarts.ControlPlane)
-			r.judge(CheckInterruptedRecovers(ctx, r.c, r.in.Pair, r.in.Images, before, r.out))
-			return nil
-		}); err != nil {
-			return err
-		}
+	if err := r.judgeIn(ctx, partInterrupted, r.env(before)); err != nil {
+		return err
 	}
 	if !plan.window {
 		// Nothing selected needs the mixed window: from all-old, through.
@@ -450,69 +429,45 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 		if err := rollout.Roll(ctx, r.c, rollout.RollInput{To: to, Strategy: rollout.StrategySurge, PauseAfter: 1, Images: r.in.Images, Runner: r.runner(nil)}); err != nil {
 			return err
 		}
-		r.judge(CheckMembership(ctx, r.c, "the mixed window"))
-		var newer []discovery.Resource
-		if ok, _ := r.in.selected("mvp.discovery.converges"); ok {
-			var v certify.Verdict
-			var took time.Duration
-			v, newer, took = CheckDiscovery(ctx, r.c, to)
-			r.judge(v)
-			r.measure(v.ID, "discovery: %d resource(s) only %s serves %v; every apiserver's merged discovery showed them %s after the rollout paused", len(newer), to, newer, took.Round(100*time.Millisecond))
-		} else {
-			// Not waited on: what only the newer version serves, compared.
-			var err error
-			if newer, err = NewerOnly(ctx, r.c, to); err != nil {
-				return err
-			}
+		e := r.env(before)
+		e.After = "the mixed window"
+		if err := r.judgeIn(ctx, partWindow, e); err != nil {
+			return err
+		}
+		newer, err := NewerOnly(ctx, r.c, to)
+		if err != nil {
+			return err
 		}
 		r.newerOnly = firstRoutable(newer)
-		r.proxyChecks(ctx, newer, plan.proxy)
-		if r.window != nil {
-			var err error
-			if r.stranded, err = Strand(ctx, r.c, r.window); err != nil {
-				fmt.Fprintf(r.out, "what a client keeps of the window: %v\n", err)
-			}
+		if r.window, r.windowErr = OpenWindow(ctx, r.c, to, newer); r.windowErr != nil {
+			r.cannot(func(id certify.ID) certify.Verdict { return noWindow(id, r.windowErr) }, partProxy, partFaults, partTwoFaults)
+			return nil
 		}
-		return nil
+		if r.stranded, err = Strand(ctx, r.c, r.window); err != nil {
+			fmt.Fprintf(r.out, "what a client keeps of the window: %v\n", err)
+		}
+		e.Window = r.window
+		return r.judgeIn(ctx, partProxy, e)
 	}); err != nil {
 		return err
 	}
-	if w := r.window; w != nil && plan.faults {
-		old, peer := w.Old[0].Name, w.New[0].Name
-		for _, c := range []struct {
-			name string
-			// restarts is the node whose control plane the fault restarts
-			// (its apiserver, and what loses its leader lease with it);
-			// none for a fault of the link alone.
-			restarts string
-			check    func(context.Context, *cluster.Cluster, *Window) []certify.Verdict
-		}{
-			{fmt.Sprintf("faults: the link %s -> %s black-holed, then slowed", old, peer), "", CheckPeerLink},
-			{fmt.Sprintf("fault: %s's apiserver stopped, the only one serving %s", peer, w.Resource.Key()), peer, one(CheckOnlyPeerGone)},
-			{fmt.Sprintf("fault: %s serving a certificate the peer CA did not sign", peer), peer, one(CheckUntrustedPeer)},
-			{fmt.Sprintf("fault: %s killed (SIGKILL, not restarted)", peer), peer, CheckPeerKilled},
-			{fmt.Sprintf("the proxy switched off on %s, then on again", old), old, CheckGateSwitch},
-		} {
-			if err := r.check(ctx, c.name, c.restarts, w, c.check); err != nil {
+	if r.window != nil {
+		if err := r.judgeIn(ctx, partFaults, r.env(before)); err != nil {
+			return err
+		}
+	}
+	if plan.variant {
+		e := r.env(before)
+		if e.Window == nil {
+			var err error
+			if e.Window, err = SplitWindow(ctx, r.c, to); err != nil {
+				r.cannot(func(id certify.ID) certify.Verdict { return fail(id, "%v", err) }, partVariant)
+			}
+		}
+		if e.Window != nil {
+			if err := r.judgeIn(ctx, partVariant, e); err != nil {
 				return err
 			}
-		}
-	}
-	// The runtime-config variant needs no resource only the newer version
-	// serves: a pair with none gets it too.
-	split := r.window
-	if split == nil && plan.variant {
-		var err error
-		if split, err = SplitWindow(ctx, r.c, to); err != nil {
-			for _, id := range VariantPromises {
-				r.judge(fail(id, "%v", err))
-			}
-		}
-	}
-	if split != nil && plan.variant {
-		entry := split.New[0].Name
-		if err := r.check(ctx, fmt.Sprintf("the runtime-config variant: %s off on %s; the gate's Beta default there", variantGroupVersion, entry), entry, split, CheckRuntimeConfig); err != nil {
-			return err
 		}
 	}
 	return r.surgeThrough(ctx, plan, before)
@@ -535,25 +490,15 @@ func (r *run) surgeThrough(ctx context.Context, plan surgePlan, before *corev1.C
 		defer load.Delete(context.WithoutCancel(ctx))
 	}
 	if !plan.window {
-		return r.through(ctx, rollout.StrategySurge, load, before, plan.sidecars)
+		return r.through(ctx, rollout.StrategySurge, load, before)
 	}
 	if err := r.phase(ctx, fmt.Sprintf("roll back to %s under traffic", from), func(ctx context.Context) error {
 		if err := rollout.Rollback(ctx, r.c, rollout.RollbackInput{To: from, Images: r.in.Images, Runner: r.runner(load)}); err != nil {
 			return err
 		}
-		r.judge(CheckMembership(ctx, r.c, "the rollback"))
-		r.judge(CheckRollback(ctx, r.c, from, before))
-		if r.stranded != nil {
-			for _, m := range r.stranded.AfterRollback(ctx, r.c) {
-				r.measure("mvp.rollback.all-old", "%s", m)
-			}
-		}
-		if r.window != nil {
-			r.judge(CheckAllOld(ctx, r.c, r.window.Resource, before))
-		} else {
-			r.judge(r.noWindow("mvp.rollback.all-old"))
-		}
-		return nil
+		e := r.env(before)
+		e.After = "the rollback"
+		return r.judgeIn(ctx, partRollback, e)
 	}); err != nil {
 		return err
 	}
@@ -563,13 +508,16 @@ func (r *run) surgeThrough(ctx context.Context, plan surgePlan, before *corev1.C
 			if err := rollout.Roll(ctx, r.c, rollout.RollInput{To: to, Strategy: rollout.StrategySurge, PauseAfter: 2, Images: r.in.Images, Runner: r.runner(load)}); err != nil {
 				return err
 			}
-			r.judge(CheckMembership(ctx, r.c, "two steps forward"))
-			v, _, took := CheckDiscovery(ctx, r.c, to)
-			r.judge(v)
-			r.measure(v.ID, "two of three at %s: every apiserver's merged discovery showed what only %s serves %s after the rollout paused", to, to, took.Round(100*time.Millisecond))
+			e := r.env(before)
+			e.After = "two steps forward"
+			if err := r.judgeIn(ctx, partWindowTwo, e); err != nil {
+				return err
+			}
 			var err error
 			if two, err = OpenWindow(ctx, r.c, to, []discovery.Resource{r.window.Resource}); err != nil {
-				r.judge(fail("mvp.fault.peer-stopped", "%v", err))
+				r.cannot(func(id certify.ID) certify.Verdict {
+					return certify.Errored(id, "the mixed window with two could not be opened: %v", err)
+				}, partTwoFaults)
 			}
 			return nil
 		}); err != nil {
@@ -580,71 +528,16 @@ func (r *run) surgeThrough(ctx context.Context, plan surgePlan, before *corev1.C
 	// meant on its node only, and a rollout's step means restarts only on
 	// the node it acts on.
 	if two != nil {
-		peer := two.New[0].Name
-		if err := r.check(ctx, fmt.Sprintf("fault: %s's apiserver stopped, one of two capable peers", peer), peer, two, one(CheckPeerStopped)); err != nil {
-			return err
-		}
-		if err := r.check(ctx, fmt.Sprintf("fault: %s killed, one of two capable peers", peer), peer, two, CheckPeerKilled); err != nil {
+		e := r.env(before)
+		e.Window = two
+		if err := r.judgeIn(ctx, partTwoFaults, e); err != nil {
 			return err
 		}
 	}
 	if !plan.through {
 		return nil
 	}
-	return r.through(ctx, rollout.StrategySurge, load, before, plan.sidecars)
-}
-
-// check runs a check of the window as a phase of its own, one that
-// restarts the control-plane components of the node restarting names (a
-// fault or a flag acts on them), or nothing when it names none: a
-// restart on any other node is no doing of the check's, and fails
-// cluster.no-unexpected-restarts.
-func (r *run) check(ctx context.Context, name, restarting string, w *Window, check func(context.Context, *cluster.Cluster, *Window) []certify.Verdict) error {
-	return r.phase(ctx, name, func(ctx context.Context) error {
-		if restarting != "" {
-			r.restarting(restarts.ControlPlane).Nodes = []string{restarting}
-		}
-		for _, v := range check(ctx, r.c, w) {
-			r.judge(v)
-		}
-		return nil
-	})
-}
-
-// one is a check of one verdict as a check of several.
-func one(check func(context.Context, *cluster.Cluster, *Window) certify.Verdict) func(context.Context, *cluster.Cluster, *Window) []certify.Verdict {
-	return func(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Verdict {
-		return []certify.Verdict{check(ctx, c, w)}
-	}
-}
-
-// windowPromises are the promises judged in the surge run's mixed window.
-func windowPromises() []certify.ID {
-	return slices.Concat(ProxyPromises, LinkPromises, FaultPromises, SwitchPromises,
-		[]certify.ID{"mvp.fault.only-peer-gone", "mvp.trust.forged-lease", "mvp.fault.peer-stopped", "mvp.trust.untrusted-peer"})
-}
-
-// proxyChecks opens the mixed window on a resource only the newer version
-// serves and, when judge, judges the proxy there.
-func (r *run) proxyChecks(ctx context.Context, newer []discovery.Resource, judge bool) {
-	w, err := OpenWindow(ctx, r.c, r.in.Pair.To, newer)
-	if err != nil {
-		r.windowErr = err
-		for _, id := range windowPromises() {
-			r.judge(r.noWindow(id))
-		}
-		return
-	}
-	r.window = w
-	if !judge {
-		return
-	}
-	for _, v := range CheckProxy(ctx, r.c, w) {
-		r.judge(v)
-	}
-	if ok, _ := r.in.selected("mvp.trust.forged-lease"); ok {
-		r.judge(CheckForgedLease(ctx, r.c, w))
-	}
+	return r.through(ctx, rollout.StrategySurge, load, before)
 }
 
 func (r *run) inPlace(ctx context.Context, before *corev1.ConfigMap) error {
@@ -655,31 +548,34 @@ func (r *run) inPlace(ctx context.Context, before *corev1.ConfigMap) error {
 		return err
 	}
 	var load *traffic.Traffic
-	if r.in.wants(trafficPromises) {
+	if r.in.needs(partTraffic, r.strategy) {
 		var err error
 		if load, err = r.startTraffic(ctx); err != nil {
 			return err
 		}
 		defer load.Delete(context.WithoutCancel(ctx))
 	}
-	return r.through(ctx, rollout.StrategyInPlace, load, before, true)
+	return r.through(ctx, rollout.StrategyInPlace, load, before)
 }
 
 // through rolls every control plane to To under the traffic and judges
-// it, then, when sidecars, the native sidecars on kubelets of both
-// versions.
-func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Traffic, before *corev1.ConfigMap, sidecars bool) error {
+// it, then, when a check wants them, the native sidecars on kubelets of
+// both versions.
+func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Traffic, before *corev1.ConfigMap) error {
 	to := r.in.Pair.To
 	if err := r.phase(ctx, fmt.Sprintf("roll every control plane to %s (%s) under traffic", to, s), func(ctx context.Context) error {
 		if err := rollout.Roll(ctx, r.c, rollout.RollInput{To: to, Strategy: s, Images: r.in.Images, Runner: r.runner(load),
 			Staged: s == rollout.StrategyInPlace}); err != nil {
 			return err
 		}
-		r.judge(CheckMembership(ctx, r.c, "the rollout"))
-		r.judge(CheckVersions(ctx, r.c, to, before))
+		e := r.env(before)
+		e.After = "the rollout"
+		if err := r.judgeIn(ctx, partThrough, e); err != nil {
+			return err
+		}
 		if r.stranded != nil {
 			if m := r.stranded.AfterThrough(ctx, r.c); m != "" {
-				r.measure("mvp.rollback.all-old", "%s", m)
+				r.measure(allOld, "%s", m)
 			}
 		}
 		r.readComponents(ctx, "end")
@@ -703,28 +599,14 @@ func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Tra
 				fmt.Fprintf(r.out, "%d request records in %s\n", n, path)
 			}
 		}
-		for _, v := range sum.Verdicts() {
-			switch {
-			case v.ID != "rollout.no-false-404" || sum.NewAPIProbed:
-			case errors.Is(r.windowErr, ErrNothingToRoute):
-				v = certify.Inapplicable(v.ID, "%v: no request can meet a false 404", r.windowErr)
-			case s == rollout.StrategyInPlace:
-				// Probing from the first newer apiserver on found a false
-				// 404 no detector explains yet (session 17): judged in
-				// place once that cause is found, see docs/status.md.
-				v = certify.Inapplicable(v.ID, "in place alone the traffic knows no collection only %s serves when it starts; certify both strategies and the in-place run probes the one the surge run's mixed window found", to)
-			}
-			r.judge(v)
-		}
 		r.disruption, r.steps = sum.Backends, sum.Steps
-		r.judge(traffic.DisruptionVerdict(sum.Backends, r.in.Budget))
-		r.measure("rollout.no-lost-writes", "traffic: %d requests, %d acknowledged writes lost, %d watch events missed, %d false 404s",
-			sum.Requests, len(sum.LostWrites), len(sum.MissedWatchEvents), sum.FalseNotFound)
-		return nil
+		e := r.env(before)
+		e.Traffic = &sum
+		return r.judgeIn(ctx, partTraffic, e)
 	}); err != nil {
 		return err
 	}
-	if !sidecars {
+	if !r.in.needs(partSidecars, s) {
 		return nil
 	}
 	return r.phase(ctx, "native sidecars on kubelets of both versions", func(ctx context.Context) error {
@@ -738,21 +620,11 @@ func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Tra
 		if err := r.c.LoadImages(ctx, image); err != nil {
 			return err
 		}
-		s, err := sidecarchecks.New(ctx, r.c, image)
-		if err != nil {
+		e := r.env(before)
+		if e.Sidecars, err = sidecarchecks.New(ctx, r.c, image); err != nil {
 			return err
 		}
-		if r.strategy != rollout.StrategySurge {
-			// Kubelets are the same either way: once is enough.
-			r.judge(s.CheckJobs(ctx))
-			return nil
-		}
-		// Crashed on purpose: a sidecar restarted alone, a migration's breach.
-		r.restarting(sidecarchecks.CrashingSidecar)
-		for _, v := range s.All(ctx) {
-			r.judge(v)
-		}
-		return nil
+		return r.judgeIn(ctx, partSidecars, e)
 	})
 }
 
@@ -852,13 +724,13 @@ func (r *run) result() report.Run {
 }
 
 // noWindow is the verdict of a promise judged in the mixed window when
-// the window could not be opened: not applicable when the pair offers no
-// resource only the newer version serves (nothing to route: the input
-// rules it out), an error for anything else - an API error is no reason
-// to pass over twenty promises.
-func (r *run) noWindow(id certify.ID) certify.Verdict {
-	if errors.Is(r.windowErr, ErrNothingToRoute) {
-		return certify.Inapplicable(id, "%v (the runtime-config variant needs none)", r.windowErr)
+// the window could not be opened (err): not applicable when the pair
+// offers no resource only the newer version serves (nothing to route: the
+// input rules it out), an error for anything else - an API error is no
+// reason to pass over twenty promises.
+func noWindow(id certify.ID, err error) certify.Verdict {
+	if errors.Is(err, ErrNothingToRoute) {
+		return certify.Inapplicable(id, "%v (the runtime-config variant needs none)", err)
 	}
-	return certify.Errored(id, "the mixed window could not be opened: %v", r.windowErr)
+	return certify.Errored(id, "the mixed window could not be opened: %v", err)
 }

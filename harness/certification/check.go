@@ -1,0 +1,233 @@
+package certification
+
+import (
+	"context"
+	"io"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/harness/restarts"
+	"github.com/skewer-k8s/skewer/harness/rollout"
+	"github.com/skewer-k8s/skewer/harness/sidecarchecks"
+	"github.com/skewer-k8s/skewer/harness/traffic"
+)
+
+// Part is a span of a certification run that judges checks: what the
+// run does there first (a rollout, a window opened, the traffic stopped),
+// then the part's checks, in the order they are registered (checks).
+type Part int
+
+// The parts, in the order a surge run takes them. Through, traffic,
+// sidecars and the whole run are the in-place run's as well.
+const (
+	partRefused     Part = iota // rollouts the input forbids
+	partInterrupted             // a rollout cut short, rolled back
+	partWindow                  // one control plane at To
+	partProxy                   // the proxy, in window one's resource
+	partFaults                  // window one's faults, each a phase
+	partVariant                 // the runtime-config variant, a phase
+	partRollback                // back to all-old under the traffic
+	partWindowTwo               // two control planes at To
+	partTwoFaults               // window two's faults, each a phase
+	partThrough                 // every control plane to To
+	partTraffic                 // the traffic, stopped and judged
+	partSidecars                // native sidecars on both kubelets
+	partRun                     // what the whole run recorded
+)
+
+// inPlace says whether the in-place run takes part p: it rolls every
+// control plane through under the traffic and holds no window.
+func (p Part) inPlace() bool {
+	return p == partThrough || p == partTraffic || p == partSidecars || p == partRun
+}
+
+// A Check judges promises (IDs) in the parts of a run it is registered
+// in. Judge gives a verdict on each of IDs and on nothing else; the
+// runner knows no check by name: it runs each part's checks the
+// selection wants (any of IDs selected), and the plan of the phases, what
+// each strategy judges and docs/promises.md are derived from the checks.
+type Check struct {
+	IDs []certify.ID
+	// In are the parts that judge it, each when it runs; selecting the
+	// check makes the run take the first (rollout.membership is judged
+	// after every rollout, and asks for the rollout through).
+	In []Part
+	// Strategy, when set, is the only strategy whose run judges it.
+	Strategy rollout.Strategy
+	// Phase, when set, names the phase of its own the check runs as: a
+	// fault or a variant, whose restarts are meant in it alone.
+	Phase func(*Env) string
+	// Restarts, when set, says what the check restarts on purpose
+	// (Words, on Nodes when it names them, else on any node): meant
+	// in its phase, and a restart of anything else is not.
+	Restarts func(*Env) Meaning
+	Judge    func(context.Context, *Env) []certify.Verdict
+}
+
+// Env is what a check is judged with: the run's cluster and input, and
+// what its part left (a window, the traffic's summary, the sidecars'
+// fixture). A part fills what it makes; the rest is nil.
+type Env struct {
+	C        *cluster.Cluster
+	Pair     certify.Pair
+	Images   *nodeimage.Resolver
+	Budget   certify.Budget
+	Strategy rollout.Strategy
+	Out      io.Writer
+	// Before is the object the transitions must leave intact.
+	Before *corev1.ConfigMap
+	// After names the rollout the part just did (rollout.membership's
+	// "after ...").
+	After string
+	// Window is the mixed window the part judges in (window one, window
+	// two, the variant's split); WindowErr why window one could not be
+	// opened, Stranded what a client kept of it.
+	Window    *Window
+	WindowErr error
+	Stranded  *Stranded
+	Traffic   *traffic.Summary
+	Sidecars  *sidecarchecks.Sidecars
+	Monitor   *restarts.Monitor
+	Meant     func(restarts.Event) bool
+	// Measure records a measurement beside id's verdict.
+	Measure func(id certify.ID, format string, args ...any)
+}
+
+// one is a check of one verdict as a check of several.
+func one(judge func(context.Context, *Env) certify.Verdict) func(context.Context, *Env) []certify.Verdict {
+	return func(ctx context.Context, e *Env) []certify.Verdict {
+		return []certify.Verdict{judge(ctx, e)}
+	}
+}
+
+// inWindow is a check of the mixed window as a Judge.
+func inWindow(check func(context.Context, *cluster.Cluster, *Window) []certify.Verdict) func(context.Context, *Env) []certify.Verdict {
+	return func(ctx context.Context, e *Env) []certify.Verdict { return check(ctx, e.C, e.Window) }
+}
+
+// restartsControlPlane is a check's Restarts that names the control
+// plane of the node at it picks.
+func restartsControlPlane(at func(*Env) string) func(*Env) Meaning {
+	return func(e *Env) Meaning {
+		return Meaning{Words: []string{restarts.ControlPlane}, Nodes: []string{at(e)}}
+	}
+}
+
+// judges says whether the run of strategy s judges c when its parts run.
+func (c *Check) judges(s rollout.Strategy) bool {
+	if c.Strategy != "" && c.Strategy != s {
+		return false
+	}
+	return s == rollout.StrategySurge || slices.ContainsFunc(c.In, Part.inPlace)
+}
+
+// checksIn are the checks part p judges in the run of strategy s that
+// the selection wants, in the order registered.
+func (in Input) checksIn(p Part, s rollout.Strategy) []*Check {
+	var out []*Check
+	for i := range checks {
+		c := &checks[i]
+		if slices.Contains(c.In, p) && c.judges(s) && in.wants(c.IDs) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// needs says whether the run of strategy s must take part p for a
+// selected check: one that names p first.
+func (in Input) needs(p Part, s rollout.Strategy) bool {
+	for i := range checks {
+		if c := &checks[i]; c.In[0] == p && c.judges(s) && in.wants(c.IDs) {
+			return true
+		}
+	}
+	return false
+}
+
+// idsIn are the promises the checks of parts judge, selected or not.
+func idsIn(parts ...Part) []certify.ID {
+	var out []certify.ID
+	for _, c := range checks {
+		if slices.ContainsFunc(c.In, func(p Part) bool { return slices.Contains(parts, p) }) {
+			out = append(out, c.IDs...)
+		}
+	}
+	return dedupe(out)
+}
+
+// checkedBy is what the run of strategy s judges; a promise no check
+// judges is a hole, and a test of the catalogue says so.
+func checkedBy(s rollout.Strategy) []certify.ID {
+	var out []certify.ID
+	for i := range checks {
+		if checks[i].judges(s) {
+			out = append(out, checks[i].IDs...)
+		}
+	}
+	return dedupe(out)
+}
+
+func dedupe(ids []certify.ID) []certify.ID {
+	var out []certify.ID
+	for _, id := range ids {
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// judgeIn judges the checks part p holds for this run that the selection
+// wants, with e: a check with a phase of its own runs as that phase, the
+// rest inside the phase under way. A phase that cannot be run ends the
+// run (its error).
+func (r *run) judgeIn(ctx context.Context, p Part, e *Env) error {
+	for _, c := range r.in.checksIn(p, r.strategy) {
+		if c.Phase == nil {
+			r.judgeCheck(ctx, c, e)
+			continue
+		}
+		if err := r.phase(ctx, c.Phase(e), func(ctx context.Context) error {
+			r.judgeCheck(ctx, c, e)
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// judgeCheck runs c and keeps its verdicts; a verdict on a promise c
+// does not declare is a fault of the check, and says so.
+func (r *run) judgeCheck(ctx context.Context, c *Check, e *Env) {
+	if c.Restarts != nil {
+		want := c.Restarts(e)
+		m := r.restarting(want.Words...)
+		m.Nodes = append(m.Nodes, want.Nodes...)
+	}
+	for _, v := range c.Judge(ctx, e) {
+		if !slices.Contains(c.IDs, v.ID) {
+			v = certify.Errored(v.ID, "judged by the check of %v, which does not declare it", c.IDs)
+		}
+		r.judge(v)
+	}
+}
+
+// cannot gives every promise the checks of parts judge the verdict
+// why(id): the part could not be reached (a window not opened).
+func (r *run) cannot(why func(certify.ID) certify.Verdict, parts ...Part) {
+	for _, id := range idsIn(parts...) {
+		r.judge(why(id))
+	}
+}
+
+// env is what the run's checks are judged with, as it stands.
+func (r *run) env(before *corev1.ConfigMap) *Env {
+	return &Env{C: r.c, Pair: r.in.Pair, Images: r.in.Images, Budget: r.in.Budget, Strategy: r.strategy, Out: r.out,
+		Before: before, Window: r.window, WindowErr: r.windowErr, Stranded: r.stranded, Monitor: r.monitor, Measure: r.measure}
+}

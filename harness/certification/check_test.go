@@ -1,0 +1,93 @@
+package certification
+
+import (
+	"context"
+	"io"
+	"testing"
+
+	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/rollout"
+)
+
+// Every registered check judges promises of the catalogue in some part,
+// and a promise of a strategy is judged by one check per part.
+func TestChecksAreRegisteredWhole(t *testing.T) {
+	for i, c := range checks {
+		if len(c.IDs) == 0 || len(c.In) == 0 || c.Judge == nil {
+			t.Errorf("check %d (%v): IDs, parts and a Judge are all needed", i, c.IDs)
+		}
+		for _, id := range c.IDs {
+			if _, ok := certify.Lookup(id); !ok {
+				t.Errorf("check %d judges %q, not a promise of the catalogue", i, id)
+			}
+		}
+		if c.Phase != nil && len(c.In) != 1 {
+			t.Errorf("check %d (%v) is a phase of its own in %d parts: one phase, one part", i, c.IDs, len(c.In))
+		}
+	}
+	for _, s := range []rollout.Strategy{rollout.StrategySurge, rollout.StrategyInPlace} {
+		for p := partRefused; p <= partRun; p++ {
+			seen := map[certify.ID]bool{}
+			for _, c := range input(t).checksIn(p, s) {
+				for _, id := range c.IDs {
+					if seen[id] {
+						t.Errorf("%s, part %d: %s is judged by two checks", s, p, id)
+					}
+					seen[id] = true
+				}
+			}
+		}
+	}
+}
+
+// A part runs only the checks the selection wants, and a selected check
+// makes the run take its first part.
+func TestPartsRunTheSelectedChecks(t *testing.T) {
+	in := input(t)
+	in.Only = []certify.ID{"mvp.fault.black-hole"}
+	got := in.checksIn(partFaults, rollout.StrategySurge)
+	if len(got) != 1 || got[0].IDs[0] != "mvp.fault.black-hole" {
+		t.Errorf("faults with --only mvp.fault.black-hole: %d checks, want the link's alone", len(got))
+	}
+	in.Only = []certify.ID{"rollout.membership"}
+	if !in.needs(partThrough, rollout.StrategySurge) || in.needs(partWindow, rollout.StrategySurge) {
+		t.Error("rollout.membership asks for the rollout through, and for no window")
+	}
+	if len(in.checksIn(partWindow, rollout.StrategySurge)) != 1 {
+		t.Error("rollout.membership is judged in the window when the window is taken anyway")
+	}
+	in.Only = []certify.ID{"sidecar.start.order"}
+	if in.needs(partSidecars, rollout.StrategyInPlace) || !in.needs(partSidecars, rollout.StrategySurge) {
+		t.Error("sidecar.start.order is the surge run's: the in-place run judges the Jobs alone")
+	}
+}
+
+// A check that gives a verdict on a promise it does not declare is at
+// fault: that verdict is an error, never the pass it claims.
+func TestAJudgeJudgesOnlyItsOwn(t *testing.T) {
+	r := &run{in: input(t), out: io.Discard}
+	c := &Check{IDs: []certify.ID{"rollout.versions"}, In: []Part{partThrough}, Judge: func(context.Context, *Env) []certify.Verdict {
+		return []certify.Verdict{{ID: "rollout.versions", Outcome: certify.Pass}, {ID: "rollout.membership", Outcome: certify.Pass}}
+	}}
+	r.judgeCheck(context.Background(), c, &Env{})
+	if got := r.verdicts["rollout.membership"]; got.Outcome != certify.Error {
+		t.Errorf("an undeclared verdict kept as %+v", got)
+	}
+	if got := r.verdicts["rollout.versions"]; got.Outcome != certify.Pass {
+		t.Errorf("the declared verdict: %+v", got)
+	}
+}
+
+// A restart monitor that never started saw nothing: its promises are
+// errors, not passes over an empty record.
+func TestNoMonitorNoRestartVerdicts(t *testing.T) {
+	got := judgeRestarts(context.Background(), &Env{})
+	if len(got) != len(restartPromises) {
+		t.Fatalf("%d verdicts for %d promises", len(got), len(restartPromises))
+	}
+	for _, v := range got {
+		if v.Outcome != certify.Error {
+			t.Errorf("%s without a monitor: %s", v.ID, v.Outcome)
+		}
+	}
+}
