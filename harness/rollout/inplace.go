@@ -181,15 +181,19 @@ func upgradeWatched(ctx context.Context, c *cluster.Cluster, node cluster.Node, 
 		}
 		return restartKubeletOnceServing(watching, c, node)
 	})
-	// kubeadm's own log, its klog lines timed, kept in the node's /var/log,
-	// which the evidence exports.
-	const kept = "/var/log/skewer-kubeadm-upgrade.log"
-	_, err = node.Run(ctx, append([]string{"sh", "-c", `f=$1; shift; "$@" >"$f" 2>&1; rc=$?; cat "$f"; exit $rc`, "sh", kept}, argv...)...)
+	_, err = runKept(ctx, node, "/var/log/skewer-kubeadm-upgrade.log", argv...)
 	stop()
 	if werr := g.Wait(); werr != nil && err == nil && ctx.Err() == nil && !errors.Is(werr, context.Canceled) {
 		err = fmt.Errorf("stopping %s's apiserver during the upgrade: %w", node.Name, werr)
 	}
 	return err
+}
+
+// runKept runs argv in node with its output also kept in the node's file
+// kept (under /var/log, which the evidence exports): kubeadm's own log, its
+// klog lines timed, says where a step's time went.
+func runKept(ctx context.Context, node cluster.Node, kept string, argv ...string) (string, error) {
+	return node.Run(ctx, append([]string{"sh", "-c", `f=$1; shift; "$@" >"$f" 2>&1; rc=$?; cat "$f"; exit $rc`, "sh", kept}, argv...)...)
 }
 
 // restartKubeletOnceServing restarts node's kubelet once node's apiserver

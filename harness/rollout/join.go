@@ -94,7 +94,7 @@ func join(ctx context.Context, c *cluster.Cluster, member, node cluster.Node, co
 	if err := node.WriteFile(ctx, "/kind/kubeadm.conf", []byte(conf), 0o644); err != nil {
 		return err
 	}
-	if _, err := node.Run(ctx, "kubeadm", "join", "--config", "/kind/kubeadm.conf", "--v=2"); err != nil {
+	if _, err := runKept(ctx, node, "/var/log/skewer-kubeadm-join.log", "kubeadm", "join", "--config", "/kind/kubeadm.conf", "--v=2"); err != nil {
 		return fmt.Errorf("failed to join %s with kubeadm: %w", node.Name, err)
 	}
 	return nil
