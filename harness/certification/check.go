@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -36,6 +37,7 @@ const (
 	partThrough                 // every control plane to To
 	partTraffic                 // the traffic, stopped and judged
 	partSidecars                // native sidecars on both kubelets
+	partWorker                  // a worker replaced, after the sidecars
 	partRun                     // what the whole run recorded
 )
 
@@ -43,6 +45,16 @@ const (
 // control plane through under the traffic and holds no window.
 func (p Part) inPlace() bool {
 	return p == partThrough || p == partTraffic || p == partSidecars || p == partRun
+}
+
+// atOnce is how many of part p's checks run at the same time: the
+// sidecar checks, which wait on their Pods far more than on the CPU, a
+// few at a time; every other part's one after another.
+func (p Part) atOnce() int {
+	if p == partSidecars {
+		return sidecarchecks.ChecksAtOnce
+	}
+	return 1
 }
 
 // A Check judges promises (IDs) in the parts of a run it is registered
@@ -149,6 +161,12 @@ func (in Input) needs(p Part, s rollout.Strategy) bool {
 	return false
 }
 
+// sidecars says whether the run of strategy s takes the sidecar phase:
+// its sidecar checks, or the worker's replacement after them.
+func (in Input) sidecars(s rollout.Strategy) bool {
+	return in.needs(partSidecars, s) || in.needs(partWorker, s)
+}
+
 // idsIn are the promises the checks of parts judge, selected or not.
 func idsIn(parts ...Part) []certify.ID {
 	var out []certify.ID
@@ -187,7 +205,12 @@ func dedupe(ids []certify.ID) []certify.ID {
 // rest inside the phase under way. A phase that cannot be run ends the
 // run (its error).
 func (r *run) judgeIn(ctx context.Context, p Part, e *Env) error {
-	for _, c := range r.in.checksIn(p, r.strategy) {
+	cs := r.in.checksIn(p, r.strategy)
+	if n := p.atOnce(); n > 1 {
+		r.judgeTogether(ctx, cs, e, n)
+		return nil
+	}
+	for _, c := range cs {
 		if c.Phase == nil {
 			r.judgeCheck(ctx, c, e)
 			continue
@@ -202,15 +225,46 @@ func (r *run) judgeIn(ctx context.Context, p Part, e *Env) error {
 	return nil
 }
 
-// judgeCheck runs c and keeps its verdicts; a verdict on a promise c
-// does not declare is a fault of the check, and says so.
+// judgeTogether runs the checks cs, n at a time, in the phase under way,
+// and keeps their verdicts in their order once all are done.
+func (r *run) judgeTogether(ctx context.Context, cs []*Check, e *Env, n int) {
+	results := make([][]certify.Verdict, len(cs))
+	slots := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		r.meanRestarts(c, e)
+		slots <- struct{}{} // in the order registered: the longest first
+		wg.Go(func() {
+			defer func() { <-slots }()
+			results[i] = c.Judge(ctx, e)
+		})
+	}
+	wg.Wait()
+	for i, c := range cs {
+		r.keepVerdicts(c, results[i])
+	}
+}
+
+// judgeCheck runs c and keeps its verdicts.
 func (r *run) judgeCheck(ctx context.Context, c *Check, e *Env) {
+	r.meanRestarts(c, e)
+	r.keepVerdicts(c, c.Judge(ctx, e))
+}
+
+// meanRestarts marks the phase under way as meant to restart what c
+// restarts on purpose.
+func (r *run) meanRestarts(c *Check, e *Env) {
 	if c.Restarts != nil {
 		want := c.Restarts(e)
 		m := r.restarting(want.Words...)
 		m.Nodes = append(m.Nodes, want.Nodes...)
 	}
-	for _, v := range c.Judge(ctx, e) {
+}
+
+// keepVerdicts keeps c's verdicts vs; a verdict on a promise c does not
+// declare is a fault of the check, and says so.
+func (r *run) keepVerdicts(c *Check, vs []certify.Verdict) {
+	for _, v := range vs {
 		if !slices.Contains(c.IDs, v.ID) {
 			v = certify.Errored(v.ID, "judged by the check of %v, which does not declare it", c.IDs)
 		}

@@ -21,6 +21,9 @@ func TestChecksAreRegisteredWhole(t *testing.T) {
 				t.Errorf("check %d judges %q, not a promise of the catalogue", i, id)
 			}
 		}
+		if c.Phase != nil && c.In[0].atOnce() > 1 {
+			t.Errorf("check %d (%v) is a phase of its own in a part whose checks run together", i, c.IDs)
+		}
 		if c.Phase != nil && len(c.In) != 1 {
 			t.Errorf("check %d (%v) is a phase of its own in %d parts: one phase, one part", i, c.IDs, len(c.In))
 		}
@@ -59,6 +62,13 @@ func TestPartsRunTheSelectedChecks(t *testing.T) {
 	in.Only = []certify.ID{"sidecar.start.order"}
 	if in.needs(partSidecars, rollout.StrategyInPlace) || !in.needs(partSidecars, rollout.StrategySurge) {
 		t.Error("sidecar.start.order is the surge run's: the in-place run judges the Jobs alone")
+	}
+	if got := in.checksIn(partSidecars, rollout.StrategySurge); len(got) != 1 {
+		t.Errorf("--only sidecar.start.order runs %d sidecar checks, want its own alone", len(got))
+	}
+	in.Only = []certify.ID{"sidecar.worker-replaced"}
+	if !in.sidecars(rollout.StrategySurge) || len(in.checksIn(partSidecars, rollout.StrategySurge)) != 0 {
+		t.Error("the worker's replacement takes the sidecar phase, and no other sidecar check")
 	}
 }
 

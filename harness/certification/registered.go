@@ -23,7 +23,7 @@ var (
 // checks are every check certify runs, in the order each part runs its
 // own: what the runner, the plan of the phases and docs/promises.md know
 // of them.
-var checks = []Check{
+var checks = append([]Check{
 	{IDs: []certify.ID{"rollout.refuses-bad-input"}, In: []Part{partRefused},
 		Phase: func(*Env) string { return "rollouts the input forbids, each refused" },
 		Judge: one(func(ctx context.Context, e *Env) certify.Verdict { return CheckRefusesBadInput(ctx, e.C, e.Pair) })},
@@ -95,16 +95,31 @@ var checks = []Check{
 		Judge: one(func(ctx context.Context, e *Env) certify.Verdict { return CheckVersions(ctx, e.C, e.Pair.To, e.Before) })},
 	{IDs: trafficPromises, In: []Part{partTraffic}, Judge: judgeTraffic},
 	// Kubelets are the same either way: the in-place run judges the Jobs
-	// alone, the surge run every sidecar promise.
+	// alone, the surge run every sidecar promise (sidecarChecks).
 	{IDs: []certify.ID{"sidecar.job.completes"}, In: []Part{partSidecars}, Strategy: rollout.StrategyInPlace,
 		Judge: one(func(ctx context.Context, e *Env) certify.Verdict { return e.Sidecars.CheckJobs(ctx) })},
-	{IDs: sidecarchecks.Promises, In: []Part{partSidecars}, Strategy: rollout.StrategySurge,
-		// Crashed on purpose: a sidecar restarted alone, a migration's breach.
-		Restarts: func(*Env) Meaning { return Meaning{Words: []string{sidecarchecks.CrashingSidecar}} },
-		Judge:    func(ctx context.Context, e *Env) []certify.Verdict { return e.Sidecars.All(ctx) }},
 	{IDs: restartPromises, In: []Part{partRun}, Judge: judgeRestarts},
 	{IDs: []certify.ID{"mvp.audit.run-complete"}, In: []Part{partRun},
 		Judge: one(func(_ context.Context, e *Env) certify.Verdict { return RunAudit(e.C) })},
+}, sidecarChecks()...)
+
+// sidecarChecks are the sidecar checks as the surge run's: those that
+// may run together, then the worker's replacement alone.
+func sidecarChecks() []Check {
+	check := func(sc sidecarchecks.Check, p Part) Check {
+		c := Check{IDs: sc.IDs, In: []Part{p}, Strategy: rollout.StrategySurge,
+			Judge: func(ctx context.Context, e *Env) []certify.Verdict { return sc.Run(e.Sidecars, ctx) }}
+		if sc.Crashes {
+			// Crashed on purpose: a sidecar restarted alone, a migration's breach.
+			c.Restarts = func(*Env) Meaning { return Meaning{Words: []string{sidecarchecks.CrashingSidecar}} }
+		}
+		return c
+	}
+	var out []Check
+	for _, sc := range sidecarchecks.Checks {
+		out = append(out, check(sc, partSidecars))
+	}
+	return append(out, check(sidecarchecks.Alone, partWorker))
 }
 
 // newPeer and oldPeer are the window's first newer and first older

@@ -314,7 +314,7 @@ func (r *run) transitions(ctx context.Context) error {
 		return err
 	}
 	r.readComponents(ctx, "created")
-	if r.in.needs(partSidecars, r.strategy) {
+	if r.in.sidecars(r.strategy) {
 		r.buildFixture(ctx)
 	}
 	r.scraping = true
@@ -366,7 +366,7 @@ func (in Input) surgePlan() surgePlan {
 		faults:      needs(partFaults),
 		variant:     needs(partVariant),
 		windowTwo:   needs(partWindowTwo) || needs(partTwoFaults),
-		sidecars:    needs(partSidecars),
+		sidecars:    in.sidecars(rollout.StrategySurge),
 		// The traffic runs when its verdicts are wanted, and then across
 		// every transition of a whole run's: a shard that judges it
 		// proves no less of it than the run in one piece.
@@ -389,7 +389,7 @@ func (in Input) Parts(s rollout.Strategy) []string {
 			out = append(out, "traffic")
 		}
 		out = append(out, "roll every control plane in place")
-		if in.needs(partSidecars, s) {
+		if in.sidecars(s) {
 			out = append(out, "the sidecar Jobs")
 		}
 		return out
@@ -606,7 +606,7 @@ func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Tra
 	}); err != nil {
 		return err
 	}
-	if !r.in.needs(partSidecars, s) {
+	if !r.in.sidecars(s) {
 		return nil
 	}
 	return r.phase(ctx, "native sidecars on kubelets of both versions", func(ctx context.Context) error {
@@ -624,7 +624,10 @@ func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Tra
 		if e.Sidecars, err = sidecarchecks.New(ctx, r.c, image); err != nil {
 			return err
 		}
-		return r.judgeIn(ctx, partSidecars, e)
+		if err := r.judgeIn(ctx, partSidecars, e); err != nil {
+			return err
+		}
+		return r.judgeIn(ctx, partWorker, e)
 	})
 }
 

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -299,46 +298,60 @@ func firstEvent(ev []fixtures.Event, who, what string) (time.Time, error) {
 	return t, nil
 }
 
-// Promises are what All judges.
-var Promises = []certify.ID{"sidecar.job.completes", "sidecar.job.sidecar-crashes", "sidecar.start.order", "sidecar.crash.restarts-alone", "sidecar.readiness.gates",
-	"sidecar.resources.formula", "sidecar.resources.quota-admission", "sidecar.resources.limits-qos", "sidecar.termination.reverse-order", "sidecar.termination.bounded-flush", "sidecar.termination.sigterm-ignored",
-	"sidecar.stripped.preflight", "sidecar.stripped.shapes", "sidecar.stripped.old-client", "sidecar.migration.batches", "sidecar.migration.rollback", "sidecar.migration.stop-conditions",
-	"sidecar.worker-replaced"}
-
-// checksAtOnce is how many checks All runs at the same time. Each keeps
-// a Pod or a Deployment in a namespace of its own on each kubelet and
-// spends most of its time waiting on it (a probe's period, a grace
-// period, a Job's completion, a migration's settle time), not on the
-// CPU; run one after another they took 8 minutes of a certification.
-// Four at a time keeps a kubelet at a handful of Pods starting at once,
-// so the timings they judge (a flush within its grace period plus 15 s)
-// keep their margin.
-const checksAtOnce = 4
-
-// All runs every sidecar check, a few at a time and the longest first,
-// then the worker's replacement alone (it changes the cluster's nodes),
-// and returns their verdicts, Promises. The checks share nothing but the
-// cluster: each has its own namespaces, the stripping webhook mutates
-// only the namespace it is made for, and none changes a node.
-func (s *Sidecars) All(ctx context.Context) []certify.Verdict {
-	one := func(check func(context.Context) certify.Verdict) func(context.Context) []certify.Verdict {
-		return func(ctx context.Context) []certify.Verdict { return []certify.Verdict{check(ctx)} }
-	}
-	checks := []func(context.Context) []certify.Verdict{
-		s.CheckMigration, one(s.CheckStopConditions), s.CheckTermination, s.CheckStripped, one(s.CheckJobs),
-		one(s.CheckJobSidecarCrashes), one(s.CheckOldClient), s.CheckResources, one(s.CheckStartOrder),
-		one(s.CheckCrashAlone), one(s.CheckLimits), one(s.CheckReadinessGates), one(s.CheckSIGTERMIgnored),
-	}
-	results := make([][]certify.Verdict, len(checks))
-	slots := make(chan struct{}, checksAtOnce)
-	var wg sync.WaitGroup
-	for i, check := range checks {
-		slots <- struct{}{} // in the order above: the longest start first
-		wg.Go(func() {
-			defer func() { <-slots }()
-			results[i] = check(ctx)
-		})
-	}
-	wg.Wait()
-	return append(slices.Concat(results...), s.CheckWorkerReplaced(ctx))
+// A Check is one of the sidecar checks: the promises it judges, whether
+// it crashes CrashingSidecar on purpose, and how it runs.
+type Check struct {
+	IDs     []certify.ID
+	Crashes bool
+	Run     func(*Sidecars, context.Context) []certify.Verdict
 }
+
+// one is a check of one verdict as a check of several.
+func one(check func(*Sidecars, context.Context) certify.Verdict) func(*Sidecars, context.Context) []certify.Verdict {
+	return func(s *Sidecars, ctx context.Context) []certify.Verdict { return []certify.Verdict{check(s, ctx)} }
+}
+
+func ids(ids ...certify.ID) []certify.ID { return ids }
+
+// Checks are the checks that may run together, ChecksAtOnce at a time,
+// the longest first. They share nothing but the cluster: each has its own
+// namespaces, the stripping webhook mutates only the namespace it is made
+// for, and none changes a node.
+var Checks = []Check{
+	{ids("sidecar.migration.batches", "sidecar.migration.rollback"), true, (*Sidecars).CheckMigration},
+	{ids("sidecar.migration.stop-conditions"), true, one((*Sidecars).CheckStopConditions)},
+	{ids("sidecar.termination.reverse-order", "sidecar.termination.bounded-flush"), false, (*Sidecars).CheckTermination},
+	{ids("sidecar.stripped.preflight", "sidecar.stripped.shapes"), true, (*Sidecars).CheckStripped},
+	{ids("sidecar.job.completes"), false, one((*Sidecars).CheckJobs)},
+	{ids("sidecar.job.sidecar-crashes"), false, one((*Sidecars).CheckJobSidecarCrashes)},
+	{ids("sidecar.stripped.old-client"), true, one((*Sidecars).CheckOldClient)},
+	{ids("sidecar.resources.formula", "sidecar.resources.quota-admission"), false, (*Sidecars).CheckResources},
+	{ids("sidecar.start.order"), false, one((*Sidecars).CheckStartOrder)},
+	{ids("sidecar.crash.restarts-alone"), false, one((*Sidecars).CheckCrashAlone)},
+	{ids("sidecar.resources.limits-qos"), false, one((*Sidecars).CheckLimits)},
+	{ids("sidecar.readiness.gates"), false, one((*Sidecars).CheckReadinessGates)},
+	{ids("sidecar.termination.sigterm-ignored"), false, one((*Sidecars).CheckSIGTERMIgnored)},
+}
+
+// Alone is the check that runs after the others, by itself: it changes
+// the cluster's nodes (a worker replaced).
+var Alone = Check{IDs: ids("sidecar.worker-replaced"), Run: one((*Sidecars).CheckWorkerReplaced)}
+
+// Promises are what the sidecar checks judge, Alone's last.
+var Promises = func() []certify.ID {
+	var out []certify.ID
+	for _, c := range append(slices.Clone(Checks), Alone) {
+		out = append(out, c.IDs...)
+	}
+	return out
+}()
+
+// ChecksAtOnce is how many of Checks run at the same time. Each keeps a
+// Pod or a Deployment in a namespace of its own on each kubelet and spends
+// most of its time waiting on it (a probe's period, a grace period, a
+// Job's completion, a migration's settle time), not on the CPU; run one
+// after another they took 8 minutes of a certification. Four at a time
+// keeps a kubelet at a handful of Pods starting at once, so the timings
+// they judge (a flush within its grace period plus 15 s) keep their
+// margin.
+const ChecksAtOnce = 4
