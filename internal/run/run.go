@@ -20,6 +20,8 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 )
 
 // Error is a failed command with the output it produced.
@@ -106,8 +108,22 @@ func (c *Cmd) String(ctx context.Context) (string, error) {
 	return strings.TrimSpace(string(out)), err
 }
 
+// stopGrace is how long a cancelled command has, once its process group
+// was sent SIGTERM, before its leader is killed and its output closed.
+const stopGrace = 10 * time.Second
+
 func (c *Cmd) build(ctx context.Context) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, c.Args[0], c.Args[1:]...)
+	// Its own process group, ended whole on a cancel: what the command
+	// started (debootstrap's tar and wget, a shell's children) stops with
+	// it instead of writing on after skewer has gone, and sudo relays the
+	// signal to the command it runs as root. The leader alone, killed,
+	// left them running - and holding its output open.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	}
+	cmd.WaitDelay = stopGrace
 	cmd.Dir = c.Dir
 	cmd.Stdin = c.Stdin
 	if len(c.Env) > 0 {
