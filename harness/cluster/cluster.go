@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -32,7 +33,17 @@ type Cluster struct {
 	images   NodeImages
 	provider *kind.Provider
 	log      *progress
+	// known is what was read once of each container, by name: its kind
+	// role and the host port its apiserver is published on never change
+	// while it lives, and reading them is a docker command each time -
+	// a few a second while a rollout waits. A container no longer listed
+	// is forgotten (containers): its name may come back.
+	knownMu sync.Mutex
+	known   map[string]*container
 }
+
+// container is what Cluster keeps of one of its containers.
+type container struct{ role, apiserverPort string }
 
 // Options tune Create and Open.
 type Options struct {
@@ -164,18 +175,9 @@ func (c *Cluster) Client() (*kubernetes.Clientset, error) {
 // past the load balancer, through the port kind publishes for every control
 // plane on the host's loopback (so it works where container IPs are not routable).
 func (c *Cluster) APIServerConfig(ctx context.Context, node Node) (*rest.Config, error) {
-	out, err := run.Command("docker", "port", node.Name, fmt.Sprintf("%d/tcp", APIServerPort)).String(ctx)
+	hostPort, err := c.apiserverPort(ctx, node)
 	if err != nil {
-		return nil, fmt.Errorf("node %s publishes no apiserver port: %w", node.Name, err)
-	}
-	var hostPort string
-	for _, line := range strings.Split(out, "\n") {
-		if strings.HasPrefix(line, "127.0.0.1:") {
-			hostPort = strings.TrimSpace(line)
-		}
-	}
-	if hostPort == "" {
-		return nil, fmt.Errorf("node %s publishes its apiserver port on no loopback address (%q)", node.Name, out)
+		return nil, err
 	}
 	cfg, err := c.RESTConfig()
 	if err != nil {
@@ -184,6 +186,36 @@ func (c *Cluster) APIServerConfig(ctx context.Context, node Node) (*rest.Config,
 	cfg = rest.CopyConfig(cfg)
 	cfg.Host = "https://" + hostPort
 	return cfg, nil
+}
+
+// apiserverPort is the loopback address node's apiserver is published on,
+// read once while the container lives.
+func (c *Cluster) apiserverPort(ctx context.Context, node Node) (string, error) {
+	c.knownMu.Lock()
+	if k := c.known[node.Name]; k != nil && k.apiserverPort != "" {
+		c.knownMu.Unlock()
+		return k.apiserverPort, nil
+	}
+	c.knownMu.Unlock()
+	out, err := run.Command("docker", "port", node.Name, fmt.Sprintf("%d/tcp", APIServerPort)).String(ctx)
+	if err != nil {
+		return "", fmt.Errorf("node %s publishes no apiserver port: %w", node.Name, err)
+	}
+	var hostPort string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "127.0.0.1:") {
+			hostPort = strings.TrimSpace(line)
+		}
+	}
+	if hostPort == "" {
+		return "", fmt.Errorf("node %s publishes its apiserver port on no loopback address (%q)", node.Name, out)
+	}
+	c.knownMu.Lock()
+	if k := c.known[node.Name]; k != nil {
+		k.apiserverPort = hostPort
+	}
+	c.knownMu.Unlock()
+	return hostPort, nil
 }
 
 // Readyz says why the apiserver cs talks to is not ready, or nil when it
@@ -239,6 +271,9 @@ func (c *Cluster) ExportLogs(ctx context.Context, dir string) error {
 	var errs []error
 	if err := c.provider.CollectLogs(c.Name, filepath.Join(dir, "logs")); err != nil {
 		errs = append(errs, fmt.Errorf("failed to export node logs: %w", err))
+	}
+	if err := scrubCredentials(filepath.Join(dir, "logs")); err != nil {
+		errs = append(errs, fmt.Errorf("failed to scrub credentials from the node descriptions: %w", err))
 	}
 	if lb, err := c.LoadBalancer(ctx); err == nil {
 		if err := writeLogs(ctx, lb.Name, filepath.Join(dir, "logs", lb.Name+".log")); err != nil {

@@ -106,14 +106,23 @@ func (c *Cluster) containers() ([]Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to list nodes of %q: %w", c.Name, err)
 	}
+	c.knownMu.Lock()
+	defer c.knownMu.Unlock()
+	listed := map[string]*container{}
 	out := make([]Node, 0, len(all))
 	for _, n := range all {
-		role, err := n.Role()
-		if err != nil {
-			return nil, fmt.Errorf("failed to read the role of %s: %w", n, err)
+		k := c.known[n.String()]
+		if k == nil {
+			role, err := n.Role()
+			if err != nil {
+				return nil, fmt.Errorf("failed to read the role of %s: %w", n, err)
+			}
+			k = &container{role: role}
 		}
-		out = append(out, Node{Name: n.String(), Role: role, kind: n})
+		listed[n.String()] = k
+		out = append(out, Node{Name: n.String(), Role: k.role, kind: n})
 	}
+	c.known = listed // a container gone is forgotten: its name may come back
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
