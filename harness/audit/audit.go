@@ -11,6 +11,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 )
@@ -18,14 +20,45 @@ import (
 // Event is one audit event.
 type Event = auditv1.Event
 
-// Read returns every event of a JSON-lines audit log that match keeps.
+// Read returns every event of a JSON-lines audit log that match keeps,
+// the backups the apiserver rotated out of it first (Files): a long run's
+// accounting starts at the run's beginning, not at the last rotation.
 func Read(path string, match func(*Event) bool) ([]Event, error) {
+	files, err := Files(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []Event
+	for _, f := range files {
+		if out, err = readFile(f, match, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Files are the audit log at path and, before it, the backups the
+// apiserver's rotation (--audit-log-maxsize, --audit-log-maxbackup) made
+// of it: <name>-<time>.<ext> in the same directory, the time sortable,
+// oldest first.
+func Files(path string) ([]string, error) {
+	ext := filepath.Ext(path)
+	backups, err := filepath.Glob(strings.TrimSuffix(path, ext) + "-*" + ext)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(backups)
+	return append(backups, path), nil
+}
+
+// readFile appends to out the events of the audit log file at path that
+// match keeps.
+func readFile(path string, match func(*Event) bool, out []Event) ([]Event, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("failed to open audit log: %w", err)
 	}
 	defer f.Close()
-	var out []Event
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
 	for line := 1; sc.Scan(); line++ {
