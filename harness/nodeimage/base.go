@@ -67,12 +67,15 @@ func debootstrapImage(ctx context.Context, dir string, pkgs []string, ref, key s
 	if _, err := exec.LookPath("debootstrap"); err != nil {
 		return fmt.Errorf("debootstrap is not installed (apt-get install debootstrap, or make deps)")
 	}
+	args, err := debootstrapArgs(dir, pkgs, archiveKeyring)
+	if err != nil {
+		return err // before anything is removed or made
+	}
 	// What debootstrap makes belongs to root: removed as root too.
 	clean := func() { _ = asRoot("rm", "-rf", dir).Run(context.WithoutCancel(ctx)) }
 	clean()
 	defer clean()
-	if err := asRoot("debootstrap", "--variant=minbase", "--include="+strings.Join(pkgs, ","),
-		debianSuite, dir, debianMirror).Run(ctx); err != nil {
+	if err := asRoot(args...).Run(ctx); err != nil {
 		return rootHint(err)
 	}
 	for _, junk := range []string{"var/lib/apt/lists", "var/cache/apt", "var/log"} {
@@ -91,6 +94,24 @@ func debootstrapImage(ctx context.Context, dir string, pkgs []string, ref, key s
 	}
 	defer f.Close()
 	return docker.Import(ctx, f, ref, labels(key)...)
+}
+
+// archiveKeyring is Debian's archive keyring (debian-archive-keyring).
+// debootstrap fetches over plain http; given the keyring and
+// --force-check-gpg it verifies the Release file's signature, and with it
+// every package's checksum, or stops - without one it only warns and
+// installs whatever it was sent.
+var archiveKeyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
+
+// debootstrapArgs is the debootstrap command that makes a root filesystem
+// of pkgs in dir, the archive verified with keyring; an error, before
+// anything runs, when the keyring is not there.
+func debootstrapArgs(dir string, pkgs []string, keyring string) ([]string, error) {
+	if _, err := os.Stat(keyring); err != nil {
+		return nil, fmt.Errorf("debootstrap verifies the Debian archive with its keyring %s, which is not here (apt-get install debian-archive-keyring, or make deps): %w", keyring, err)
+	}
+	return []string{"debootstrap", "--variant=minbase", "--keyring=" + keyring, "--force-check-gpg",
+		"--include=" + strings.Join(pkgs, ","), debianSuite, dir, debianMirror}, nil
 }
 
 // asRoot is a command that needs root (debootstrap chroots and makes

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -117,5 +118,29 @@ func TestRefAndSource(t *testing.T) {
 	}
 	if _, err := ParseSource("registry"); err == nil {
 		t.Error("unknown image source accepted")
+	}
+}
+
+// debootstrap always verifies the archive: it is given Debian's keyring
+// and told to check, and without the keyring nothing runs.
+func TestDebootstrapVerifiesTheArchive(t *testing.T) {
+	keyring := filepath.Join(t.TempDir(), "debian-archive-keyring.gpg")
+	if _, err := debootstrapArgs("/tmp/rootfs", []string{"systemd"}, keyring); err == nil || !strings.Contains(err.Error(), "debian-archive-keyring") {
+		t.Errorf("no keyring: %v, want a refusal that names the package", err)
+	}
+	if err := os.WriteFile(keyring, []byte("keys"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args, err := debootstrapArgs("/tmp/rootfs", []string{"systemd"}, keyring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"--keyring=" + keyring, "--force-check-gpg"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("debootstrap %v: no %s", args, want)
+		}
+	}
+	if slices.Contains(args, "--no-check-gpg") {
+		t.Errorf("debootstrap %v skips the check", args)
 	}
 }
