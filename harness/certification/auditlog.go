@@ -214,6 +214,9 @@ func CheckAudit(ctx context.Context, c *cluster.Cluster, w *Window, ids []string
 
 const finalStage, watchFinalStage = "mvp.audit.final-stage", "mvp.audit.watch-final-stage"
 
+// auditPromises are what CheckAudit judges.
+var auditPromises = []certify.ID{"mvp.audit.complete", finalStage, watchFinalStage}
+
 // CauseReverseProxyAbort is why a proxied watch its client closed ends at
 // the entry server in stage Panic: the entry's reverse proxy aborts the
 // handler (http.ErrAbortHandler, recorded as Panic, code 500, "net/http:

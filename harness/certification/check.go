@@ -64,6 +64,10 @@ func (p Part) atOnce() int {
 // each strategy judges and docs/promises.md are derived from the checks.
 type Check struct {
 	IDs []certify.ID
+	// Also are promises the check judges in passing, first-hand elsewhere:
+	// its verdicts on them are kept (the worst of all counts), but
+	// selecting them does not run it.
+	Also []certify.ID
 	// In are the parts that judge it, each when it runs; selecting the
 	// check makes the run take the first (rollout.membership is judged
 	// after every rollout, and asks for the rollout through).
@@ -262,10 +266,10 @@ func (r *run) meanRestarts(c *Check, e *Env) {
 }
 
 // keepVerdicts keeps c's verdicts vs; a verdict on a promise c does not
-// declare is a fault of the check, and says so.
+// declare (IDs, Also) is a fault of the check, and says so.
 func (r *run) keepVerdicts(c *Check, vs []certify.Verdict) {
 	for _, v := range vs {
-		if !slices.Contains(c.IDs, v.ID) {
+		if !slices.Contains(c.IDs, v.ID) && !slices.Contains(c.Also, v.ID) {
 			v = certify.Errored(v.ID, "judged by the check of %v, which does not declare it", c.IDs)
 		}
 		r.judge(v)

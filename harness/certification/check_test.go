@@ -3,6 +3,7 @@ package certification
 import (
 	"context"
 	"io"
+	"slices"
 	"testing"
 
 	"github.com/skewer-k8s/skewer/harness/certify"
@@ -16,7 +17,7 @@ func TestChecksAreRegisteredWhole(t *testing.T) {
 		if len(c.IDs) == 0 || len(c.In) == 0 || c.Judge == nil {
 			t.Errorf("check %d (%v): IDs, parts and a Judge are all needed", i, c.IDs)
 		}
-		for _, id := range c.IDs {
+		for _, id := range slices.Concat(c.IDs, c.Also) {
 			if _, ok := certify.Lookup(id); !ok {
 				t.Errorf("check %d judges %q, not a promise of the catalogue", i, id)
 			}
@@ -82,6 +83,14 @@ func TestAJudgeJudgesOnlyItsOwn(t *testing.T) {
 	r.judgeCheck(context.Background(), c, &Env{})
 	if got := r.verdicts["rollout.membership"]; got.Outcome != certify.Error {
 		t.Errorf("an undeclared verdict kept as %+v", got)
+	}
+	c.Also = []certify.ID{"mvp.audit.complete"}
+	c.Judge = func(context.Context, *Env) []certify.Verdict {
+		return []certify.Verdict{{ID: "mvp.audit.complete", Outcome: certify.Pass}}
+	}
+	r.judgeCheck(context.Background(), c, &Env{})
+	if got := r.verdicts["mvp.audit.complete"]; got.Outcome != certify.Pass {
+		t.Errorf("a verdict the check judges in passing (Also): %+v", got)
 	}
 	if got := r.verdicts["rollout.versions"]; got.Outcome != certify.Pass {
 		t.Errorf("the declared verdict: %+v", got)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/skewer-k8s/skewer/harness/certify"
@@ -69,7 +70,9 @@ var checks = append([]Check{
 		Judge:    inWindow(CheckGateSwitch)},
 	// The variant needs no resource only the newer version serves: its
 	// window is the split of the servers, a pair with none gets it too.
-	{IDs: VariantPromises, In: []Part{partVariant},
+	// Its routing is judged as window one's is, with the rerouted count and
+	// the audit trail of the same requests.
+	{IDs: VariantPromises, In: []Part{partVariant}, Also: slices.Concat([]certify.ID{"mvp.metrics.rerouted"}, auditPromises),
 		Phase: func(e *Env) string {
 			return fmt.Sprintf("the runtime-config variant: %s off on %s; the gate's Beta default there", variantGroupVersion, newPeer(e))
 		},
