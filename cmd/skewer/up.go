@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -96,6 +97,17 @@ func downCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			start := time.Now()
 			c, err := cluster.Open(cmd.Context(), name, clusterOptions(cmd.ErrOrStderr()))
+			if errors.Is(err, cluster.ErrNoCluster) {
+				// What a failed create left: its state folder alone.
+				removed, rerr := cluster.RemoveState(name, clusterOptions(cmd.ErrOrStderr()))
+				if rerr != nil {
+					return rerr
+				}
+				if removed {
+					fmt.Fprintf(cmd.ErrOrStderr(), "no cluster %q; removed the state folder it left\n", name)
+					return nil
+				}
+			}
 			if err != nil {
 				return err
 			}

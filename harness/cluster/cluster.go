@@ -113,7 +113,26 @@ func Open(ctx context.Context, name string, o Options) (*Cluster, error) {
 			return c, nil
 		}
 	}
-	return nil, fmt.Errorf("no kind cluster named %q", name)
+	return nil, fmt.Errorf("%w named %q", ErrNoCluster, name)
+}
+
+// ErrNoCluster is Open's error when no kind cluster has the name.
+var ErrNoCluster = errors.New("no kind cluster")
+
+// RemoveState removes the state folder of a cluster named name that does
+// not exist (a create that failed, a cluster deleted by other means), and
+// says whether there was one: a next cluster of that name would take up
+// its kept logs, audit logs and rollout record as its own.
+func RemoveState(name string, o Options) (bool, error) {
+	o.defaults()
+	dir := filepath.Join(o.StateDir, name)
+	if _, err := os.Stat(dir); os.IsNotExist(err) {
+		return false, nil
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return false, fmt.Errorf("failed to remove the state folder %s: %w", dir, err)
+	}
+	return true, nil
 }
 
 // VersionFeatureGates are the apiserver feature gates of each version

@@ -45,6 +45,12 @@ func Create(ctx context.Context, s *Spec, resolve ImageResolver, o Options) (*Cl
 			return nil, fmt.Errorf("a cluster named %q already exists (delete it with: skewer down --name %s)", s.Name, s.Name)
 		}
 	}
+	// No cluster of that name: a state folder of it is an earlier one's.
+	if removed, err := RemoveState(s.Name, o); err != nil {
+		return nil, err
+	} else if removed {
+		p.Infof("removed the state folder %s an earlier cluster %q left", c.Dir, s.Name)
+	}
 	var image string
 	c.images = NodeImages{}
 	for _, v := range s.Versions() {

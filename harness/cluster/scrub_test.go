@@ -41,3 +41,26 @@ func TestScrubCredentials(t *testing.T) {
 		t.Errorf("a file that is no node description changed: %q", b)
 	}
 }
+
+// A state folder left by a cluster that no longer exists goes, whole;
+// a name with none is said to have had none.
+func TestRemoveState(t *testing.T) {
+	o := Options{StateDir: t.TempDir()}
+	left := filepath.Join(o.StateDir, "skewer-ha", "audit", "skewer-ha-control-plane")
+	if err := os.MkdirAll(left, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(o.StateDir, "skewer-ha", "rollout.json"), []byte(`{"from":"v1.35.4"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := RemoveState("skewer-ha", o)
+	if err != nil || !removed {
+		t.Fatalf("RemoveState = %v, %v; want the folder removed", removed, err)
+	}
+	if _, err := os.Stat(filepath.Join(o.StateDir, "skewer-ha")); !os.IsNotExist(err) {
+		t.Errorf("the state folder is still there: %v", err)
+	}
+	if removed, err := RemoveState("skewer-other", o); removed || err != nil {
+		t.Errorf("a name with no folder: %v, %v", removed, err)
+	}
+}
