@@ -1,10 +1,13 @@
 package certification
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/rollout"
@@ -108,5 +111,29 @@ func TestNoMonitorNoRestartVerdicts(t *testing.T) {
 		if v.Outcome != certify.Error {
 			t.Errorf("%s without a monitor: %s", v.ID, v.Outcome)
 		}
+	}
+}
+
+// A phase that runs on says so every heartbeatEvery, naming itself, and
+// says nothing more once it has ended.
+func TestPhasesHeartbeat(t *testing.T) {
+	defer func(d time.Duration) { heartbeatEvery = d }(heartbeatEvery)
+	heartbeatEvery = 20 * time.Millisecond
+	var out bytes.Buffer
+	r := &run{in: input(t), strategy: rollout.StrategySurge, out: &out}
+	if err := r.phase(context.Background(), "native sidecars", func(context.Context) error {
+		time.Sleep(110 * time.Millisecond)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	n := strings.Count(out.String(), "[surge] ... native sidecars: ")
+	if n < 2 {
+		t.Errorf("%d heartbeats in a phase of five intervals: %q", n, out.String())
+	}
+	ended := out.Len()
+	time.Sleep(3 * heartbeatEvery)
+	if out.Len() != ended {
+		t.Errorf("a heartbeat after the phase ended: %q", out.String()[ended:])
 	}
 }
