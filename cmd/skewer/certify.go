@@ -81,6 +81,10 @@ is 1 when any promise failed, and when the evidence could not be exported or the
 				printPlan(cmd.OutOrStdout(), in)
 				return nil
 			}
+			// Before --out is touched: a refusal changes nothing.
+			if err := in.Preflight(cmd.Context()); err != nil {
+				return badInput(err)
+			}
 			if err := outDir(f.out, f.force); err != nil {
 				return badInput(fmt.Errorf("--out: %w", err))
 			}

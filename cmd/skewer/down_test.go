@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/skewer-k8s/skewer/internal/docker"
 	"github.com/skewer-k8s/skewer/internal/run"
 )
 
@@ -35,5 +38,36 @@ func TestDownRemovesWhatAFailedCreateLeft(t *testing.T) {
 	stderr.Reset()
 	if code := Run(ctx, []string{"down", "--name", "skewer-left"}, &stdout, &stderr); code == 0 || !strings.Contains(stderr.String(), "no kind cluster") {
 		t.Errorf("down of nothing: exit %d, %q; want a failure naming it", code, stderr.String())
+	}
+}
+
+// A cluster of the name a planned run makes is refused before anything
+// is built, made or written - the in-place run's name too, whose create
+// came after the whole surge run.
+func TestCertifyRefusesATakenClusterName(t *testing.T) {
+	ctx := context.Background()
+	if err := run.Command("docker", "info").Run(ctx); err != nil {
+		t.Skipf("no Docker engine answers: %v", err)
+	}
+	ref := fmt.Sprintf("skewer.local/test-taken:%d", time.Now().UnixNano())
+	if err := docker.ImportFiles(ctx, ref, map[string]string{"etc/hostname": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = run.Command("docker", "image", "rm", "-f", ref).Run(context.Background()) })
+	name := fmt.Sprintf("skewer-taken-%d", time.Now().UnixNano()%1e6)
+	ctr := name + "-in-place-control-plane"
+	if err := run.Command("docker", "create", "--name", ctr, "--label", "io.x-k8s.kind.cluster="+name+"-in-place", ref, "/x").Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = run.Command("docker", "rm", "-f", ctr).Run(context.Background()) })
+	out := filepath.Join(t.TempDir(), "results")
+	var stdout, stderr bytes.Buffer
+	code := Run(ctx, []string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--name", name, "--only", "rollout.versions", "--out", out}, &stdout, &stderr)
+	if lines := strings.Split(strings.TrimSpace(stderr.String()), "\n"); code != exitBadInput || len(lines) != 1 ||
+		!strings.Contains(lines[0], "a cluster named "+name+"-in-place exists") {
+		t.Errorf("exit %d, stderr %q; want 2 and one line naming the in-place run's cluster", code, stderr.String())
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("--out was made for a refused run: %v", err)
 	}
 }

@@ -214,12 +214,7 @@ func (r *run) heartbeat(name string, start time.Time) (stop func()) {
 // a verdict.
 func (r *run) judgeAll(ctx context.Context, checkpoint func(report.Run)) {
 	plan := Plan(r.in)[r.strategy]
-	wanted := false
-	for _, v := range plan {
-		if v.Outcome == certify.Pass {
-			wanted = true
-		}
-	}
+	wanted := r.in.makesCluster(r.strategy)
 	var err error
 	if wanted {
 		r.cutShort = func() bool { return ctx.Err() != nil }
