@@ -18,6 +18,7 @@ import (
 	"github.com/skewer-k8s/skewer/harness/certification"
 	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/harness/report"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 	"github.com/skewer-k8s/skewer/harness/version"
@@ -108,8 +109,8 @@ is 1 when any promise failed, and when the evidence could not be exported or the
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.from, "from", "", "the version the clusters start at (required)")
-	fl.StringVar(&f.to, "to", "", "the next minor's version they upgrade to (required)")
+	fl.StringVar(&f.from, "from", "", "the version the clusters start at (required); a minor alone (1.35) is its newest node image here, else its newest release the Go module proxy serves")
+	fl.StringVar(&f.to, "to", "", "the next minor's version they upgrade to (required; a minor alone as for --from)")
 	fl.StringVar(&f.strategy, "strategy", "both", "surge, in-place or both")
 	fl.StringVar(&f.out, "out", "skewer-results", "directory for results.json, junit.xml, summary.md and report.html")
 	fl.StringSliceVar(&f.only, "only", nil, "judge only these promise IDs (the rest are not selected: not run, not counted)")
@@ -133,6 +134,20 @@ is 1 when any promise failed, and when the evidence could not be exported or the
 
 // certifyInput checks every flag before anything is built or created.
 func certifyInput(ctx context.Context, f certifyFlags, progress io.Writer) (certification.Input, error) {
+	// A minor alone (1.35) is one of its releases, said as it is taken.
+	for _, side := range []struct {
+		flag string
+		v    *string
+	}{{"--from", &f.from}, {"--to", &f.to}} {
+		v, found, err := nodeimage.Patch(ctx, *side.v)
+		if err != nil {
+			return certification.Input{}, fmt.Errorf("%s %w", side.flag, err)
+		}
+		if !v.IsZero() {
+			fmt.Fprintf(progress, "%s %s is %s, %s\n", side.flag, *side.v, v, found)
+			*side.v = v.String()
+		}
+	}
 	sides := map[string]version.Version{}
 	for key, flag := range map[string]string{"from": f.from, "to": f.to} {
 		if flag == "" {

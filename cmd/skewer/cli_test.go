@@ -46,7 +46,7 @@ func TestBadInputIsRefusedInOneLine(t *testing.T) {
 		{[]string{"certify", "--to", "v1.36.3"}, "needs --from and --to"},
 		{[]string{"certify", "--from", "v1.36.3", "--to", "v1.35.4"}, "goes backwards"},
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.37.2"}, "not an adjacent pair"},
-		{[]string{"certify", "--from", "v1.35", "--to", "v1.36.3"}, "invalid Kubernetes version"},
+		{[]string{"certify", "--from", "v1.35.4.1", "--to", "v1.36.3"}, "invalid Kubernetes version"},
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--strategy", "blue-green"}, "unknown strategy"},
 		// Not served by the Go module proxy: refused before v1.36.3's image is built.
 		{[]string{"certify", "--from", "v1.36.3", "--to", "v1.37.999"}, "does not serve k8s.io/kubernetes@v1.37.999"},
@@ -60,9 +60,9 @@ func TestBadInputIsRefusedInOneLine(t *testing.T) {
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--profile", malformed}, "malformed profile"},
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--profile", "sidecar"}, "a rolling replacement needs 3"},
 		// Results that could not be kept: refused before a cluster is made.
-		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--out", "/etc/passwd/results"}, "--out: mkdir /etc/passwd: not a directory"},
+		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--out", "/etc/passwd/results", "--name", "skewer-test-out"}, "--out: mkdir /etc/passwd: not a directory"},
 		// An earlier run's results and evidence would mix with this run's.
-		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--out", earlier}, "holds an earlier run's results.json, evidence: give an empty folder, or --force"},
+		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--out", earlier, "--name", "skewer-test-out"}, "holds an earlier run's results.json, evidence: give an empty folder, or --force"},
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--max-failed", "150"}, "the share of failed requests allowed is 1.5"},
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--max-failed", "NaN"}, "the share of failed requests allowed is NaN"},
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--max-failed", "-Inf"}, "the share of failed requests allowed is -Inf"},
@@ -171,5 +171,21 @@ func TestOutDirForce(t *testing.T) {
 	}
 	if err := outDir(dir, false); err != nil {
 		t.Errorf("a folder with no earlier run's files was refused: %v", err)
+	}
+}
+
+// A minor alone is one of its releases, as kind and kubectl take it: the
+// newest with a node image here, else the newest the Go module proxy
+// serves; what it became is said. A minor with neither is refused.
+func TestCertifyTakesAMinor(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := Run(context.Background(), []string{"certify", "--from", "1.35", "--to", "v1.36", "--strategy", "surge", "--dry-run"}, &stdout, &stderr)
+	if code != 0 || !strings.Contains(stdout.String(), "certify v1.35.") || !strings.Contains(stderr.String(), "--from 1.35 is v1.35.") {
+		t.Errorf("--from 1.35 --to v1.36: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+	stderr.Reset()
+	code = Run(context.Background(), []string{"certify", "--from", "1.35", "--to", "1.99", "--dry-run"}, &stdout, &stderr)
+	if lines := strings.Split(strings.TrimSpace(stderr.String()), "\n"); code != exitBadInput || !strings.Contains(lines[len(lines)-1], "--to 1.99: no node image of v1.99 here") {
+		t.Errorf("--to 1.99: exit %d, stderr %q", code, stderr.String())
 	}
 }
