@@ -94,34 +94,10 @@ func join(ctx context.Context, c *cluster.Cluster, member, node cluster.Node, co
 	if err := node.WriteFile(ctx, "/kind/kubeadm.conf", []byte(conf), 0o644); err != nil {
 		return err
 	}
-	joining, joined := context.WithCancel(ctx)
-	defer joined()
-	if controlPlane {
-		go bootstrapOnceServing(joining, c, node)
-	}
 	if _, err := runKept(ctx, node, "/var/log/skewer-kubeadm-join.log", "kubeadm", "join", "--config", "/kind/kubeadm.conf", "--v=2"); err != nil {
 		return fmt.Errorf("failed to join %s with kubeadm: %w", node.Name, err)
 	}
 	return nil
-}
-
-// bootstrapOnceServing restarts a joining control plane's kubelet once
-// the node's own apiserver is ready, if the kubelet has not bootstrapped
-// its credentials yet. kubeadm points the kubelet's TLS bootstrap at that
-// apiserver and starts the kubelet before etcd joins; the kubelet's
-// certificate requests, refused until the apiserver serves, back off
-// (2, 4, 12, 18 s apart in session 22's joins), so the one that succeeds
-// came 12-18 s after the apiserver was ready - kubeadm waits for it. A
-// restarted kubelet asks at once. Best effort: the join goes on without.
-func bootstrapOnceServing(ctx context.Context, c *cluster.Cluster, node cluster.Node) {
-	cs, err := c.APIServerClient(ctx, node)
-	if err != nil {
-		return
-	}
-	if cluster.WaitHealthy(ctx, "rollout/joiner-serving", node.Name+"'s apiserver serving", cs, cluster.Readyz) != nil {
-		return
-	}
-	_, _ = node.Run(ctx, "sh", "-c", "test -e /etc/kubernetes/kubelet.conf || systemctl restart kubelet")
 }
 
 // joinConfiguration is the JoinConfiguration kind would give a secondary

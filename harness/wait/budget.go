@@ -49,9 +49,6 @@ var budgets = map[string]Budget{
 	// stopped as its etcd member is replaced or replaced itself: kubeadm's
 	// own wait for a component is 5 minutes (UpgradeManifestsTimeout).
 	"rollout/apiserver-replaced": {Timeout: 5 * time.Minute, Interval: time.Second},
-	// A joiner's apiserver: kubeadm's own wait for the kubelet's bootstrap
-	// (TLSBootstrap, 5 min) bounds the join; this one only stops looking.
-	"rollout/joiner-serving": {Timeout: 5 * time.Minute, Interval: 500 * time.Millisecond},
 	// An apiserver that has just restarted answering /version: it refuses
 	// connections while starting and answers 403 until its authorizer
 	// has synced.
