@@ -19,6 +19,7 @@ import (
 	"github.com/skewer-k8s/skewer/harness/metrics"
 	"github.com/skewer-k8s/skewer/harness/traffic"
 	"github.com/skewer-k8s/skewer/harness/version"
+	"github.com/skewer-k8s/skewer/harness/wait"
 )
 
 const peerProxyErrors = "apiserver_peer_proxy_errors_total"
@@ -71,14 +72,14 @@ func (w *Window) Probe(ctx context.Context, s Server, d, interval, timeout time.
 	}
 	var out []Attempt
 	start := time.Now()
-	for time.Since(start) < d && ctx.Err() == nil {
+	err = wait.Sample(ctx, d, interval, func() bool {
 		out = append(out, Try(start, func() error {
 			_, err := api.List(ctx, metav1.ListOptions{Limit: 1})
 			return err
 		}))
-		time.Sleep(interval)
-	}
-	return out, ctx.Err()
+		return true
+	})
+	return out, err
 }
 
 // Try makes one request with fn and says how it ended, start being when

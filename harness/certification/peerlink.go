@@ -262,15 +262,20 @@ func uncounted(err error) written { return written{said: "could not count: " + e
 // a second while the first answer travels back.
 func (l *linkRun) mostMade(ctx context.Context, what string, d time.Duration) written {
 	most := 0
-	for end := time.Now().Add(d); ; time.Sleep(time.Second) {
+	var failed error
+	if err := wait.Sample(ctx, d, time.Second, func() bool {
 		n, err := l.made(ctx)
 		if err != nil {
-			return uncounted(fmt.Errorf("what %s made: %w", what, err))
+			failed = fmt.Errorf("what %s made: %w", what, err)
+			return false
 		}
 		most = max(most, n)
-		if time.Now().After(end) {
-			break
-		}
+		return true
+	}); err != nil {
+		failed = fmt.Errorf("counting what %s made: %w", what, err)
+	}
+	if failed != nil {
+		return uncounted(failed)
 	}
 	return countedWrite(what, most, l.w.New[0].Name, d)
 }
