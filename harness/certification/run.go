@@ -22,6 +22,7 @@ import (
 	"github.com/skewer-k8s/skewer/harness/sidecarchecks"
 	"github.com/skewer-k8s/skewer/harness/traffic"
 	"github.com/skewer-k8s/skewer/harness/version"
+	"github.com/skewer-k8s/skewer/harness/wait"
 	"github.com/skewer-k8s/skewer/internal/docker"
 )
 
@@ -162,7 +163,9 @@ func (r *run) phase(ctx context.Context, name string, fn func(context.Context) e
 	if r.scrapes == 0 {
 		r.scrapeMetrics(ctx, "before")
 	}
-	quiet := r.heartbeat(name, start)
+	quiet := wait.Heartbeat(heartbeatEvery, func(d time.Duration) {
+		fmt.Fprintf(r.out, "[%s] ... %s: %s so far\n", r.strategy, name, d.Round(time.Second))
+	})
 	err := fn(ctx)
 	quiet()
 	p := report.Phase{Name: name, Start: start, End: time.Now(), Steps: r.rolloutSteps(name)}
@@ -184,30 +187,6 @@ func (r *run) phase(ctx context.Context, name string, fn func(context.Context) e
 // waits minutes at a time (the sidecar checks, a join under traffic) and
 // a CI log that shows nothing for that long reads as a hang.
 var heartbeatEvery = 30 * time.Second
-
-// heartbeat prints, every heartbeatEvery until the returned func is
-// called, that phase name still runs and for how long; the func returns
-// once nothing more will be printed.
-func (r *run) heartbeat(name string, start time.Time) (stop func()) {
-	done, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		t := time.NewTicker(heartbeatEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				fmt.Fprintf(r.out, "[%s] ... %s: %s so far\n", r.strategy, name, time.Since(start).Round(time.Second))
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		<-stopped
-	}
-}
 
 // judgeAll takes the cluster through the strategy's phases. Whatever
 // happens, the cluster goes (unless retained) and every promise ends with

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/skewer-k8s/skewer/harness/version"
+	"github.com/skewer-k8s/skewer/harness/wait"
 
 	"github.com/skewer-k8s/skewer/internal/docker"
 	"github.com/skewer-k8s/skewer/internal/source"
@@ -76,21 +77,9 @@ func (b *Builder) logf(format string, args ...any) {
 // long, and its outcome with the elapsed time.
 func (b *Builder) step(ctx context.Context, name string, fn func(ctx context.Context) (cached bool, err error)) error {
 	start := time.Now()
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(20 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				b.logf("  ... %s (%s)", name, time.Since(start).Round(time.Second))
-			}
-		}
-	}()
+	stop := wait.Heartbeat(20*time.Second, func(d time.Duration) { b.logf("  ... %s (%s)", name, d.Round(time.Second)) })
 	cached, err := fn(ctx)
-	close(done)
+	stop()
 	elapsed := time.Since(start).Round(100 * time.Millisecond)
 	switch {
 	case err != nil:
