@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skewer-k8s/skewer/internal/docker"
 	"github.com/skewer-k8s/skewer/internal/run"
 )
 
@@ -18,10 +17,7 @@ import (
 // failed create leaves - removes the folder; with neither, it says there
 // is no such cluster and fails.
 func TestDownRemovesWhatAFailedCreateLeft(t *testing.T) {
-	ctx := context.Background()
-	if err := run.Command("docker", "info").Run(ctx); err != nil {
-		t.Skipf("no Docker engine answers: %v", err)
-	}
+	ctx := needDocker(t)
 	state := t.TempDir()
 	t.Setenv("SKEWER_STATE", state)
 	left := filepath.Join(state, "skewer-left", "audit", "skewer-left-control-plane")
@@ -45,15 +41,8 @@ func TestDownRemovesWhatAFailedCreateLeft(t *testing.T) {
 // is built, made or written - the in-place run's name too, whose create
 // came after the whole surge run.
 func TestCertifyRefusesATakenClusterName(t *testing.T) {
-	ctx := context.Background()
-	if err := run.Command("docker", "info").Run(ctx); err != nil {
-		t.Skipf("no Docker engine answers: %v", err)
-	}
-	ref := fmt.Sprintf("skewer.local/test-taken:%d", time.Now().UnixNano())
-	if err := docker.ImportFiles(ctx, ref, map[string]string{"etc/hostname": "x"}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = run.Command("docker", "image", "rm", "-f", ref).Run(context.Background()) })
+	ctx := needDocker(t)
+	ref := localImage(t, map[string]string{"etc/hostname": "x"})
 	name := fmt.Sprintf("skewer-taken-%d", time.Now().UnixNano()%1e6)
 	ctr := name + "-in-place-control-plane"
 	if err := run.Command("docker", "create", "--name", ctr, "--label", "io.x-k8s.kind.cluster="+name+"-in-place", ref, "/x").Run(ctx); err != nil {

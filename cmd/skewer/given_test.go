@@ -19,20 +19,9 @@ import (
 // disagrees, and an image that is not a node image, are refused in one
 // line with exit status 2; from= stands in for --from.
 func TestCertifyGivenNodeImages(t *testing.T) {
-	ctx := context.Background()
-	if err := run.Command("docker", "info").Run(ctx); err != nil {
-		t.Skipf("no Docker engine answers: %v", err)
-	}
-	image := func(files map[string]string) string {
-		ref := fmt.Sprintf("skewer.local/test-given:%d", time.Now().UnixNano())
-		if err := docker.ImportFiles(ctx, ref, files); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = run.Command("docker", "image", "rm", "-f", ref).Run(context.Background()) })
-		return ref
-	}
-	vendor := image(map[string]string{"kind/version": "v1.36.3-acme.2\n"})
-	plain := image(map[string]string{"etc/hostname": "x"})
+	ctx := needDocker(t)
+	vendor := localImage(t, map[string]string{"kind/version": "v1.36.3-acme.2\n"})
+	plain := localImage(t, map[string]string{"etc/hostname": "x"})
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -98,4 +87,26 @@ func TestCertifyGivenRelease(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and one line with %q", tc.args, code, stderr.String(), tc.want)
 		}
 	}
+}
+
+// needDocker skips a test that needs a Docker engine where none answers,
+// and is the test's context.
+func needDocker(t *testing.T) context.Context {
+	t.Helper()
+	ctx := context.Background()
+	if err := docker.Ping(ctx); err != nil {
+		t.Skipf("no Docker engine answers: %v", err)
+	}
+	return ctx
+}
+
+// localImage is an image of files made here for the test, removed after it.
+func localImage(t *testing.T, files map[string]string) string {
+	t.Helper()
+	ref := fmt.Sprintf("skewer.local/test-given:%d", time.Now().UnixNano())
+	if err := docker.ImportFiles(context.Background(), ref, files); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = run.Command("docker", "image", "rm", "-f", ref).Run(context.Background()) })
+	return ref
 }
