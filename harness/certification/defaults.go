@@ -29,8 +29,11 @@ func gateBeta(v version.Version) bool { return v.Major() > 1 || v.Minor() >= 36 
 // forwarding. Then it is restarted without --peer-ca-file, the gate still
 // on by default: it must answer the false 404, since the proxy is built
 // only with a peer CA - which kubeadm does not set, so a cluster upgraded
-// with stock kubeadm gets no proxy (the verdict says so). The flag is put
-// back before it returns. An entry below 1.36 (the gate alpha: it must be
+// with stock kubeadm gets no proxy (the verdict says so). The flag is not
+// put back: the caller's own revert restores the entry's manifest as it
+// was before either change, in one restart (the variant's, whose revert
+// follows at once; a second restart to put back the flag alone, then a
+// third for the variant's, cost ~25 s). An entry below 1.36 (the gate alpha: it must be
 // set) or with the gate set explicitly does not run on the default: the
 // promise does not apply, saying so. The runtime-config variant calls it with
 // its window, whose entry is always of the newer version: a pair from
@@ -68,11 +71,6 @@ func CheckBetaDefault(ctx context.Context, c *cluster.Cluster, w *Window) certif
 	// (the runtime-config variant's entry) may never be ready - its own
 	// admission's informer of that API cannot list it - yet it serves.
 	noCA := &faults.APIServerFlags{Node: node, Remove: []string{"peer-ca-file"}, Live: true}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
-		defer cancel()
-		_ = noCA.Revert(rctx, c)
-	}()
 	if err := noCA.Inject(ctx, c); err != nil {
 		return fail(id, "%v", err)
 	}
@@ -89,17 +87,10 @@ func CheckBetaDefault(ctx context.Context, c *cluster.Cluster, w *Window) certif
 	if v := betaWithoutCA(old.Name, w.Resource.Key(), on, lerr); v != nil {
 		return *v
 	}
-	if err := noCA.Revert(ctx, c); err != nil {
-		return fail(id, "%v", err)
-	}
-	took, err := w.RouteWorks(ctx, "default")
-	if err != nil {
-		return fail(id, "with --peer-ca-file back: %v", err)
-	}
 	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{
 		fmt.Sprintf("the gate unset on %s (%s), which reports it on (kubernetes_feature_enabled 1) and serves %s by forwarding", old.Name, old.Version, w.Resource.Key()),
-		fmt.Sprintf("restarted without --peer-ca-file, the gate still on: %s answers the false 404 for %s (its /readyz then: %s); with it back it forwards again %s after its restart",
-			old.Name, w.Resource.Key(), readiness, took.Round(100*time.Millisecond)),
+		fmt.Sprintf("restarted without --peer-ca-file, the gate still on: %s answers the false 404 for %s (its /readyz then: %s)",
+			old.Name, w.Resource.Key(), readiness),
 		"--peer-ca-file alone decides whether the proxy is built, and kubeadm does not set it: a cluster upgraded with stock kubeadm has no proxy; " +
 			"give every apiserver --peer-ca-file (e.g. /etc/kubernetes/pki/ca.crt) through kubeadm's apiServer.extraArgs",
 	}}

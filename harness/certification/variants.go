@@ -150,9 +150,11 @@ const CauseTransportUncounted = "transport-error-uncounted"
 //   - mvp.defaults.beta (CheckBetaDefault): the entry, of the newer
 //     version, proxies on the gate's default and not without
 //     --peer-ca-file - in a pair from 1.35 the only server that can show
-//     it, since the older ones need the gate set.
+//     it, since the older ones need the gate set; it leaves the entry
+//     without --peer-ca-file, last, for the revert below.
 //
-// The flag and the links are put back before it returns.
+// The links are put back as each check ends, the entry's manifest (both
+// flags) by one restart before it returns.
 func CheckRuntimeConfig(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Verdict {
 	failAll := func(format string, args ...any) []certify.Verdict {
 		var out []certify.Verdict
