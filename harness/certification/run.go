@@ -629,6 +629,10 @@ func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Tra
 		if e.Sidecars, err = sidecarchecks.New(ctx, r.c, image); err != nil {
 			return err
 		}
+		if r.in.needs(partWorker, s) {
+			// The worker's replacement joins beside the other checks.
+			defer e.Sidecars.StartWorker(ctx)()
+		}
 		if err := r.judgeIn(ctx, partSidecars, e); err != nil {
 			return err
 		}

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
 )
@@ -48,8 +52,8 @@ func TestRunnerDoesNothingOnceCancelled(t *testing.T) {
 // A worker's join has no controlPlane section; a control plane's
 // advertises its own address. Each joins through the endpoint given.
 func TestJoinConfiguration(t *testing.T) {
-	cp := joinConfiguration("v1beta4", "c-external-load-balancer:6443", "c", "c-control-plane4", "172.18.0.9", "abc.def", true)
-	worker := joinConfiguration("v1beta4", "c-control-plane:6443", "c", "c-worker2", "172.18.0.10", "abc.def", false)
+	cp := joinConfiguration(joinSpec{apiVersion: "v1beta4", endpoint: "c-external-load-balancer:6443", cluster: "c", node: "c-control-plane4", ip: "172.18.0.9", token: "abc.def", controlPlane: true})
+	worker := joinConfiguration(joinSpec{apiVersion: "v1beta4", endpoint: "c-control-plane:6443", cluster: "c", node: "c-worker2", ip: "172.18.0.10", token: "abc.def"})
 	for _, want := range []string{"controlPlane:\n  localAPIEndpoint:\n    advertiseAddress: \"172.18.0.9\"\n    bindPort: 6443\n",
 		`apiServerEndpoint: "c-external-load-balancer:6443"`, `value: "172.18.0.9"`} {
 		if !strings.Contains(cp, want) {
@@ -60,5 +64,28 @@ func TestJoinConfiguration(t *testing.T) {
 		!strings.Contains(worker, `apiServerEndpoint: "c-control-plane:6443"`) ||
 		!strings.Contains(worker, "kind: JoinConfiguration\nnodeRegistration:") {
 		t.Errorf("a worker's join:\n%s", worker)
+	}
+	if strings.Contains(cp+worker, "taints") {
+		t.Errorf("a join given no taints must leave them to kubeadm:\n%s\n%s", cp, worker)
+	}
+}
+
+// A worker held out of scheduling registers with its taint, in
+// kubeadm's nodeRegistration, as YAML kubeadm reads back.
+func TestJoinConfigurationTaints(t *testing.T) {
+	conf := joinConfiguration(joinSpec{apiVersion: "v1beta4", endpoint: "c-control-plane:6443", cluster: "c", node: "c-worker2", ip: "172.18.0.10", token: "abc.def",
+		taints: []corev1.Taint{{Key: "skewer.io/held", Effect: corev1.TaintEffectNoSchedule}}})
+	var got struct {
+		NodeRegistration struct {
+			CRISocket string         `json:"criSocket"`
+			Taints    []corev1.Taint `json:"taints"`
+		} `json:"nodeRegistration"`
+	}
+	if err := yaml.Unmarshal([]byte(conf), &got); err != nil {
+		t.Fatalf("%v:\n%s", err, conf)
+	}
+	want := []corev1.Taint{{Key: "skewer.io/held", Effect: corev1.TaintEffectNoSchedule}}
+	if !reflect.DeepEqual(got.NodeRegistration.Taints, want) || got.NodeRegistration.CRISocket == "" {
+		t.Errorf("nodeRegistration %+v, want taints %+v beside the CRI socket:\n%s", got.NodeRegistration, want, conf)
 	}
 }

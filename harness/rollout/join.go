@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/version"
 )
@@ -42,24 +44,26 @@ func copyFile(ctx context.Context, from, to cluster.Node, path string) error {
 // member's, a fresh bootstrap token. kubeadm deploys the components of the
 // cluster's ClusterConfiguration version (setClusterVersion moves it).
 func JoinControlPlane(ctx context.Context, c *cluster.Cluster, member, node cluster.Node) error {
-	return join(ctx, c, member, node, true)
+	return join(ctx, c, member, node, joinSpec{controlPlane: true})
 }
 
 // JoinWorker joins a started node to the cluster as a worker with
 // kubeadm, the way kind joins its workers: containerd configured as
 // member's, a fresh bootstrap token.
-func JoinWorker(ctx context.Context, c *cluster.Cluster, member, node cluster.Node) error {
-	return join(ctx, c, member, node, false)
+// It registers with taints, if any: a worker held out of scheduling
+// until its caller lets Pods in.
+func JoinWorker(ctx context.Context, c *cluster.Cluster, member, node cluster.Node, taints ...corev1.Taint) error {
+	return join(ctx, c, member, node, joinSpec{taints: taints})
 }
 
-func join(ctx context.Context, c *cluster.Cluster, member, node cluster.Node, controlPlane bool) error {
+func join(ctx context.Context, c *cluster.Cluster, member, node cluster.Node, spec joinSpec) error {
 	if err := copyFile(ctx, member, node, "/etc/containerd/config.toml"); err != nil {
 		return fmt.Errorf("failed to copy containerd config: %w", err)
 	}
 	if _, err := node.Run(ctx, "systemctl", "restart", "containerd"); err != nil {
 		return err
 	}
-	if controlPlane {
+	if spec.controlPlane {
 		for _, f := range pkiFiles {
 			if err := copyFile(ctx, member, node, f); err != nil {
 				return fmt.Errorf("failed to copy %s: %w", f, err)
@@ -90,7 +94,8 @@ func join(ctx context.Context, c *cluster.Cluster, member, node cluster.Node, co
 	if endpoint == "" {
 		return fmt.Errorf("kubeadm's ClusterConfiguration names no controlPlaneEndpoint to join through")
 	}
-	conf := joinConfiguration(cluster.KubeadmAPIVersion(v), endpoint, c.Name, node.Name, ip, token, controlPlane)
+	spec.apiVersion, spec.endpoint, spec.cluster, spec.node, spec.ip, spec.token = cluster.KubeadmAPIVersion(v), endpoint, c.Name, node.Name, ip, token
+	conf := joinConfiguration(spec)
 	if err := node.WriteFile(ctx, "/kind/kubeadm.conf", []byte(conf), 0o644); err != nil {
 		return err
 	}
@@ -100,16 +105,26 @@ func join(ctx context.Context, c *cluster.Cluster, member, node cluster.Node, co
 	return nil
 }
 
+// joinSpec is what a node's JoinConfiguration says: kubeadm's API
+// version, the endpoint it joins through, the cluster's and the node's
+// names, its address, the bootstrap token, whether it joins as a control
+// plane, and the taints it registers with (none: kubeadm's default).
+type joinSpec struct {
+	apiVersion, endpoint, cluster, node, ip, token string
+	controlPlane                                   bool
+	taints                                         []corev1.Taint
+}
+
 // joinConfiguration is the JoinConfiguration kind would give a secondary
 // control plane (or, without controlPlane, a worker), joining through
 // endpoint - the cluster's controlPlaneEndpoint: its load balancer, or
 // its one control plane - with preflight skipped as kind skips it (its
 // system checks refuse a cgroup v1 host outright).
-func joinConfiguration(apiVersion, endpoint, clusterName, node, ip, token string, controlPlane bool) string {
+func joinConfiguration(j joinSpec) string {
 	args := func(pairs ...string) string {
 		var b strings.Builder
 		for i := 0; i < len(pairs); i += 2 {
-			if apiVersion == "v1beta4" {
+			if j.apiVersion == "v1beta4" {
 				fmt.Fprintf(&b, "    - name: %q\n      value: %q\n", pairs[i], pairs[i+1])
 			} else {
 				fmt.Fprintf(&b, "    %q: %q\n", pairs[i], pairs[i+1])
@@ -118,14 +133,21 @@ func joinConfiguration(apiVersion, endpoint, clusterName, node, ip, token string
 		return b.String()
 	}
 	cp := ""
-	if controlPlane {
-		cp = fmt.Sprintf("controlPlane:\n  localAPIEndpoint:\n    advertiseAddress: %q\n    bindPort: %d\n", ip, cluster.APIServerPort)
+	if j.controlPlane {
+		cp = fmt.Sprintf("controlPlane:\n  localAPIEndpoint:\n    advertiseAddress: %q\n    bindPort: %d\n", j.ip, cluster.APIServerPort)
+	}
+	taints := ""
+	if len(j.taints) > 0 {
+		taints = "  taints:\n"
+		for _, t := range j.taints {
+			taints += fmt.Sprintf("  - key: %q\n    value: %q\n    effect: %q\n", t.Key, t.Value, t.Effect)
+		}
 	}
 	return fmt.Sprintf(`apiVersion: kubeadm.k8s.io/%s
 kind: JoinConfiguration
 %snodeRegistration:
   criSocket: unix:///run/containerd/containerd.sock
-  kubeletExtraArgs:
+%s  kubeletExtraArgs:
 %sdiscovery:
   bootstrapToken:
     apiServerEndpoint: %q
@@ -133,7 +155,7 @@ kind: JoinConfiguration
     unsafeSkipCAVerification: true
 skipPhases:
 - preflight
-`, apiVersion, cp,
-		args("node-ip", ip, "provider-id", fmt.Sprintf("kind://docker/%s/%s", clusterName, node), "node-labels", ""),
-		endpoint, token)
+`, j.apiVersion, cp, taints,
+		args("node-ip", j.ip, "provider-id", fmt.Sprintf("kind://docker/%s/%s", j.cluster, j.node), "node-labels", ""),
+		j.endpoint, j.token)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
@@ -18,9 +19,9 @@ import (
 // at the old node between the drain and the removal.
 
 // AddWorker starts a worker from v's node image, joins it with kubeadm
-// through the bootstrap control plane, and waits until its Node is Ready
-// with its kubelet at v.
-func AddWorker(ctx context.Context, c *cluster.Cluster, v version.Version) (cluster.Node, error) {
+// through the bootstrap control plane, registered with taints if any, and
+// waits until its Node is Ready with its kubelet at v.
+func AddWorker(ctx context.Context, c *cluster.Cluster, v version.Version, taints ...corev1.Taint) (cluster.Node, error) {
 	boot, err := c.BootstrapControlPlane(ctx)
 	if err != nil {
 		return cluster.Node{}, err
@@ -29,7 +30,7 @@ func AddWorker(ctx context.Context, c *cluster.Cluster, v version.Version) (clus
 	if err != nil {
 		return cluster.Node{}, err
 	}
-	if err := JoinWorker(ctx, c, boot, node); err != nil {
+	if err := JoinWorker(ctx, c, boot, node, taints...); err != nil {
 		return node, err
 	}
 	cs, err := c.Client()

@@ -50,6 +50,8 @@ type Sidecars struct {
 	image    string
 	Kubelets []Kubelet
 	made     atomic.Int64
+	// joined is the worker StartWorker began joining, if it did.
+	joined *aJoin
 }
 
 // New finds one node per kubelet version in c, workers first.

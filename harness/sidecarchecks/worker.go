@@ -74,20 +74,28 @@ func (s *Sidecars) replaceWorker(ctx context.Context) ([]string, error) {
 	}
 	ev := []string{fmt.Sprintf("Deployment %s/%s's Pod %s ready on %s, its log agent shipping", ns, b.name, first.Name, old)}
 
-	start := time.Now()
-	node, err := rollout.AddWorker(ctx, s.c, to)
-	if err != nil {
-		return ev, fmt.Errorf("the new worker: %w", err)
+	j := s.joined
+	if j == nil {
+		j = s.join(ctx, to)
 	}
-	ev = append(ev, fmt.Sprintf("%s joined at %s in %s", node.Name, to, time.Since(start).Round(time.Second)))
-	if err := cluster.LoadImagesOn(ctx, []cluster.Node{node}, s.image); err != nil {
+	select {
+	case <-j.done:
+	case <-ctx.Done():
+		return ev, ctx.Err()
+	}
+	if j.err != nil {
+		return ev, fmt.Errorf("the new worker: %w", j.err)
+	}
+	node := j.node
+	ev = append(ev, fmt.Sprintf("%s joined at %s in %s, held out of scheduling until now", node.Name, to, j.took.Round(time.Second)))
+	if err := s.release(ctx, node.Name); err != nil {
 		return ev, err
 	}
 	if err := s.labelPool(ctx, node.Name, ns); err != nil {
 		return ev, err
 	}
 
-	start = time.Now()
+	start := time.Now()
 	if err := rollout.DrainWorker(ctx, s.c, old.Node); err != nil {
 		return ev, err
 	}
@@ -121,6 +129,78 @@ func (s *Sidecars) replaceWorker(ctx context.Context) ([]string, error) {
 	}
 	return append(ev, fmt.Sprintf("%s removed; Pod %s ready on %s: the log agent, the proxy %s later, the app %s after the proxy, shipping again",
 		old.Name, second.Name, node.Name, proxy.Sub(agent).Round(time.Millisecond), app.Sub(proxy).Round(time.Millisecond))), nil
+}
+
+// heldTaint keeps every Pod off the worker CheckWorkerReplaced brings in
+// until that check takes it: joined beside the other sidecar checks
+// (StartWorker), it has no fixture image until it is loaded, and a Pod of
+// theirs that landed there could not start.
+var heldTaint = corev1.Taint{Key: "skewer.io/sidecar-worker-held", Effect: corev1.TaintEffectNoSchedule}
+
+// aJoin is a worker joining at the newer kubelet: done closes once it is
+// Ready with the fixture image, or err says why not.
+type aJoin struct {
+	done chan struct{}
+	node cluster.Node
+	took time.Duration
+	err  error
+}
+
+// join starts joining a worker at version to, held by heldTaint, and
+// loads the fixture image into it.
+func (s *Sidecars) join(ctx context.Context, to version.Version) *aJoin {
+	j := &aJoin{done: make(chan struct{})}
+	go func() {
+		defer close(j.done)
+		start := time.Now()
+		if j.node, j.err = rollout.AddWorker(ctx, s.c, to, heldTaint); j.err != nil {
+			return
+		}
+		j.took = time.Since(start)
+		j.err = cluster.LoadImagesOn(ctx, []cluster.Node{j.node}, s.image)
+	}()
+	return j
+}
+
+// StartWorker begins joining the worker CheckWorkerReplaced brings in,
+// so the join (40-90 s under load) runs beside the other sidecar checks
+// instead of after them; the node is held out of scheduling until that
+// check takes it. stop cancels a join still under way and waits for it:
+// the caller calls it once the checks are done, whatever they did.
+// Without an older worker to replace it joins nothing: the check says so.
+func (s *Sidecars) StartWorker(ctx context.Context) (stop func()) {
+	if len(s.Kubelets) < 2 || s.Kubelets[0].Role != cluster.RoleWorker {
+		return func() {}
+	}
+	to, err := version.Parse(s.Kubelets[len(s.Kubelets)-1].Version)
+	if err != nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	s.joined = s.join(ctx, to)
+	return func() {
+		cancel()
+		<-s.joined.done
+	}
+}
+
+// release takes heldTaint off node.
+func (s *Sidecars) release(ctx context.Context, node string) error {
+	n, err := s.cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	var kept []corev1.Taint
+	for _, t := range n.Spec.Taints {
+		if t.Key != heldTaint.Key {
+			kept = append(kept, t)
+		}
+	}
+	n.Spec.Taints = kept
+	if _, err := s.cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("failed to take %s off %s: %w", heldTaint.Key, node, err)
+	}
+	return nil
 }
 
 // startedInOrder judges sidecar.worker-replaced on what the Pod back on
