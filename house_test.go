@@ -23,7 +23,7 @@ const module = "github.com/skewer-k8s/skewer/"
 var floors = [][]string{
 	{"."}, // the module's root: the source the binary carries (embed.go)
 	{"internal/run", "internal/source", "harness/version", "harness/wait", "harness/discovery", "harness/audit"},
-	{"internal/docker", "harness/metrics", "harness/sidecar", "harness/certify"},
+	{"internal/docker", "harness/metrics", "harness/sidecar", "harness/promise"},
 	{"harness/nodeimage", "harness/report", "harness/restarts"},
 	{"harness/cluster"},
 	{"harness/rollout", "harness/faults", "harness/traffic"},

@@ -16,9 +16,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/skewer-k8s/skewer/harness/certification"
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/report"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 	"github.com/skewer-k8s/skewer/harness/version"
@@ -101,9 +101,9 @@ is 1 when any promise failed, and when the evidence could not be exported or the
 			if err != nil {
 				return err
 			}
-			if res.Outcome != certify.Pass {
+			if res.Outcome != promise.Pass {
 				c := res.Counts()
-				return fmt.Errorf("certification of %s: %s, %d promise(s) failed, %d could not be judged (%s)", in.Pair, res.Outcome, c[certify.Fail], c[certify.Error], filepath.Join(f.out, report.SummaryFile))
+				return fmt.Errorf("certification of %s: %s, %d promise(s) failed, %d could not be judged (%s)", in.Pair, res.Outcome, c[promise.Fail], c[promise.Error], filepath.Join(f.out, report.SummaryFile))
 			}
 			return nil
 		},
@@ -125,9 +125,9 @@ is 1 when any promise failed, and when the evidence could not be exported or the
 	fl.BoolVar(&f.list, "list", false, "print the catalogue of promises and exit")
 	fl.StringVar(&f.name, "name", "skewer-certify", "cluster name prefix (each run adds -<strategy>)")
 	fl.StringVar(&f.profile, "profile", "ha", "the cluster profile each run starts from (3 control planes)")
-	fl.Float64Var(&f.maxFailed, "max-failed", 100*certify.DefaultBudget.MaxFailed, "rollout.disruption-budget: the percentage of requests through the load balancer that may fail (5xx, 403 or no response), on new and on reused connections")
-	fl.DurationVar(&f.maxUnavailable, "max-unavailable", certify.DefaultBudget.MaxUnavailable, "rollout.disruption-budget: the longest the load balancer may turn new connections away (0: measured, not bounded)")
-	fl.DurationVar(&f.maxUnavailableReused, "max-unavailable-reused", certify.DefaultBudget.MaxUnavailableReused, "the same for a kept-alive connection, which each rollout step moves off its backend before stopping it (0: measured, not bounded)")
+	fl.Float64Var(&f.maxFailed, "max-failed", 100*promise.DefaultBudget.MaxFailed, "rollout.disruption-budget: the percentage of requests through the load balancer that may fail (5xx, 403 or no response), on new and on reused connections")
+	fl.DurationVar(&f.maxUnavailable, "max-unavailable", promise.DefaultBudget.MaxUnavailable, "rollout.disruption-budget: the longest the load balancer may turn new connections away (0: measured, not bounded)")
+	fl.DurationVar(&f.maxUnavailableReused, "max-unavailable-reused", promise.DefaultBudget.MaxUnavailableReused, "the same for a kept-alive connection, which each rollout step moves off its backend before stopping it (0: measured, not bounded)")
 	f.images.add(fl, "from=, to= or ")
 	return cmd
 }
@@ -173,7 +173,7 @@ func certifyInput(ctx context.Context, f certifyFlags, progress io.Writer) (cert
 	if f.from == "" || f.to == "" {
 		return certification.Input{}, errors.New("certify needs --from and --to, e.g. --from v1.35.4 --to v1.36.3")
 	}
-	pair, err := certify.ParsePair(f.from, f.to)
+	pair, err := promise.ParsePair(f.from, f.to)
 	if err != nil {
 		return certification.Input{}, err
 	}
@@ -191,11 +191,11 @@ func certifyInput(ctx context.Context, f certifyFlags, progress io.Writer) (cert
 	if err != nil {
 		return certification.Input{}, err
 	}
-	files := []string{filepath.Join(root, certify.UpstreamFile)}
+	files := []string{filepath.Join(root, promise.UpstreamFile)}
 	if f.waivers != "" {
 		files = append(files, f.waivers)
 	}
-	ws, err := certify.LoadWaivers(files...)
+	ws, err := promise.LoadWaivers(files...)
 	if err != nil {
 		return certification.Input{}, err
 	}
@@ -214,7 +214,7 @@ func certifyInput(ctx context.Context, f certifyFlags, progress io.Writer) (cert
 	in := certification.Input{
 		Pair: pair, Strategies: strategies, Only: ids(f.only), Skip: ids(f.skip), Shard: f.shard, Waivers: ws, Strict: f.strict,
 		Profile: spec, Name: f.name, Images: images,
-		Budget: certify.Budget{MaxFailed: f.maxFailed / 100, MaxUnavailable: f.maxUnavailable, MaxUnavailableReused: f.maxUnavailableReused},
+		Budget: promise.Budget{MaxFailed: f.maxFailed / 100, MaxUnavailable: f.maxUnavailable, MaxUnavailableReused: f.maxUnavailableReused},
 		Retain: f.retain, Evidence: filepath.Join(f.out, evidenceDir), Out: progress, Verbosity: global.verbosity, Tool: toolInfo(),
 		FeatureGates: gates,
 		// Rewritten once the evidence is exported and the cluster gone.
@@ -223,16 +223,16 @@ func certifyInput(ctx context.Context, f certifyFlags, progress io.Writer) (cert
 	return in, in.Validate()
 }
 
-func ids(s []string) []certify.ID {
-	var out []certify.ID
+func ids(s []string) []promise.ID {
+	var out []promise.ID
 	for _, v := range s {
-		out = append(out, certify.ID(strings.TrimSpace(v)))
+		out = append(out, promise.ID(strings.TrimSpace(v)))
 	}
 	return out
 }
 
 func listCatalogue(w io.Writer) error {
-	for _, p := range certify.Catalogue() {
+	for _, p := range promise.Catalogue() {
 		if _, err := fmt.Fprintf(w, "%-38s %s\n", p.ID, p.Statement); err != nil {
 			return err
 		}
@@ -249,7 +249,7 @@ func printPlan(w io.Writer, in certification.Input) {
 		var judged []string
 		notJudged := map[string][]string{}
 		for _, v := range plan[s] {
-			if v.Outcome != certify.Pass {
+			if v.Outcome != promise.Pass {
 				why := string(v.Outcome) + ", " + v.Reason
 				notJudged[why] = append(notJudged[why], string(v.ID))
 			} else {
@@ -314,7 +314,7 @@ func writableDir(dir string) error {
 
 // sideGates reads --apiserver-feature-gates: SIDE:GATE=BOOL[,GATE=BOOL],
 // SIDE from or to.
-func sideGates(flags []string, pair certify.Pair) (map[version.Version]map[string]bool, error) {
+func sideGates(flags []string, pair promise.Pair) (map[version.Version]map[string]bool, error) {
 	out := map[version.Version]map[string]bool{}
 	for _, f := range flags {
 		side, list, ok := strings.Cut(f, ":")

@@ -3,7 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"os"
 	"path/filepath"
 	"strings"
@@ -132,7 +132,7 @@ func TestCertifyPlans(t *testing.T) {
 
 // --apiserver-feature-gates names a side and gates; anything else is refused.
 func TestSideGates(t *testing.T) {
-	pair, err := certify.ParsePair("v1.35.4", "v1.36.3")
+	pair, err := promise.ParsePair("v1.35.4", "v1.36.3")
 	if err != nil {
 		t.Fatal(err)
 	}

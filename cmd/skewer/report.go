@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/report"
 )
 
@@ -36,7 +36,7 @@ but the results. The exit status is 1 when a promise failed, as certify's.`,
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s\n", res.Summary())
 			fmt.Fprintf(cmd.ErrOrStderr(), "rendered in %s (junit.xml, summary.md, report.html)\n", out)
-			if n := res.Counts()[certify.Fail]; n > 0 {
+			if n := res.Counts()[promise.Fail]; n > 0 {
 				return fmt.Errorf("%d promise(s) failed", n)
 			}
 			return nil
@@ -85,9 +85,9 @@ promise failed, as certify's.`,
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "%d shard(s) merged in %s (results.json, junit.xml, summary.md, report.html)\n", len(args), out)
 			fmt.Fprintln(cmd.OutOrStdout(), res.Headline())
-			if res.Outcome != certify.Pass {
+			if res.Outcome != promise.Pass {
 				c := res.Counts()
-				return fmt.Errorf("certification of %s -> %s: %s, %d promise(s) failed, %d could not be judged", res.From, res.To, res.Outcome, c[certify.Fail], c[certify.Error])
+				return fmt.Errorf("certification of %s -> %s: %s, %d promise(s) failed, %d could not be judged", res.From, res.To, res.Outcome, c[promise.Fail], c[promise.Error])
 			}
 			return nil
 		},

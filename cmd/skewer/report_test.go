@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/report"
 )
 
 // `skewer report DIR` makes what certify publishes again from
 // results.json alone, and exits as certify did.
 func TestReportRendersFromResultsAlone(t *testing.T) {
-	pair, err := certify.ParsePair("v1.36.3", "v1.37.2")
+	pair, err := promise.ParsePair("v1.36.3", "v1.37.2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,10 +24,10 @@ func TestReportRendersFromResultsAlone(t *testing.T) {
 	res := report.New(pair, toolInfo(), t0)
 	run := report.Run{Strategy: "in-place", Cluster: "skewer-certify-in-place",
 		Phases: []report.Phase{{Name: "create the cluster", Start: t0, End: t0.Add(2 * time.Minute)}}}
-	for _, p := range certify.Catalogue() {
-		v := certify.Verdict{ID: p.ID, Outcome: certify.NotSelected, Reason: "not in this test"}
+	for _, p := range promise.Catalogue() {
+		v := promise.Verdict{ID: p.ID, Outcome: promise.NotSelected, Reason: "not in this test"}
 		if p.ID == "rollout.no-lost-writes" {
-			v = certify.Verdict{ID: p.ID, Outcome: certify.Fail, Reason: "1 acknowledged write missing"}
+			v = promise.Verdict{ID: p.ID, Outcome: promise.Fail, Reason: "1 acknowledged write missing"}
 		}
 		run.Promises = append(run.Promises, report.Result{Verdict: v})
 	}
@@ -73,21 +73,21 @@ func TestReportRendersFromResultsAlone(t *testing.T) {
 // results, exits as certify would have, and refuses what is not shards
 // of one certification, writing nothing.
 func TestReportMergeJoinsShards(t *testing.T) {
-	pair, err := certify.ParsePair("v1.35.4", "v1.36.3")
+	pair, err := promise.ParsePair("v1.35.4", "v1.36.3")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t0 := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
-	shard := func(areas string, fail certify.ID) string {
+	shard := func(areas string, fail promise.ID) string {
 		res := report.New(pair, toolInfo(), t0)
 		run := report.Run{Strategy: "surge", Shard: areas, Cluster: "skewer-certify-surge",
 			Phases: []report.Phase{{Name: "create the cluster", Start: t0, End: t0.Add(2 * time.Minute)}}}
-		for _, p := range certify.Catalogue() {
-			v := certify.Verdict{ID: p.ID, Outcome: certify.Pass}
+		for _, p := range promise.Catalogue() {
+			v := promise.Verdict{ID: p.ID, Outcome: promise.Pass}
 			if a := p.ID.Area(); a != "cluster" && !strings.Contains(areas, a) {
-				v = certify.Verdict{ID: p.ID, Outcome: certify.NotSelected, Reason: "another shard's"}
+				v = promise.Verdict{ID: p.ID, Outcome: promise.NotSelected, Reason: "another shard's"}
 			} else if p.ID == fail {
-				v = certify.Verdict{ID: p.ID, Outcome: certify.Fail, Reason: "1 acknowledged write missing"}
+				v = promise.Verdict{ID: p.ID, Outcome: promise.Fail, Reason: "1 acknowledged write missing"}
 			}
 			run.Promises = append(run.Promises, report.Result{Verdict: v})
 		}

@@ -11,7 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
 // The certification workflow's matrix is .github/pairs.json: every pair in
@@ -87,7 +87,7 @@ func TestWorkflowShardsCoverTheCatalogue(t *testing.T) {
 		shard := c.Shard
 		if shard == "" {
 			shard = "whole"
-			for _, a := range certify.Areas() {
+			for _, a := range promise.Areas() {
 				covered[c.Strategy][a] = true
 			}
 		}
@@ -99,7 +99,7 @@ func TestWorkflowShardsCoverTheCatalogue(t *testing.T) {
 		}
 	}
 	for _, s := range []string{"surge", "in-place"} {
-		for _, a := range certify.Areas() {
+		for _, a := range promise.Areas() {
 			if a != "cluster" && !covered[s][a] {
 				t.Errorf("no %s cell of the workflow judges the %s area", s, a)
 			}

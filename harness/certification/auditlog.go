@@ -11,8 +11,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/skewer-k8s/skewer/harness/audit"
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/wait"
 )
 
@@ -139,12 +139,12 @@ func (a *auditIDs) all() []string {
 // once by the entry server and once by one newer peer, under the same
 // audit ID, as the same user; and each ends at the entry server in a
 // final stage that is not Panic.
-func CheckAudit(ctx context.Context, c *cluster.Cluster, w *Window, ids []string) []certify.Verdict {
+func CheckAudit(ctx context.Context, c *cluster.Cluster, w *Window, ids []string) []promise.Verdict {
 	const complete = "mvp.audit.complete"
 	old := w.Old[0]
 	if len(ids) == 0 {
-		return []certify.Verdict{certify.NothingObserved(complete, 1, "proxied requests", 0), certify.NothingObserved(finalStage, 1, "proxied requests", 0),
-			certify.NothingObserved(watchFinalStage, 1, "proxied watches", 0)}
+		return []promise.Verdict{promise.NothingObserved(complete, 1, "proxied requests", 0), promise.NothingObserved(finalStage, 1, "proxied requests", 0),
+			promise.NothingObserved(watchFinalStage, 1, "proxied watches", 0)}
 	}
 	want := map[string]bool{}
 	for _, id := range ids {
@@ -193,7 +193,7 @@ func CheckAudit(ctx context.Context, c *cluster.Cluster, w *Window, ids []string
 	})
 	counted := fmt.Sprintf("%d sent through %s; %d logged there, %d at the peers; %d missing, %d duplicated, %d under another user",
 		len(want), old.Name, len(entry), len(peers), len(missing), len(dup), len(otherUser))
-	var out []certify.Verdict
+	var out []promise.Verdict
 	switch {
 	case err != nil && len(missing) == 0:
 		out = append(out, fail(complete, "%v", err))
@@ -202,7 +202,7 @@ func CheckAudit(ctx context.Context, c *cluster.Cluster, w *Window, ids []string
 		v.Evidence = append(append(append([]string{}, missing...), dup...), otherUser...)
 		out = append(out, v)
 	default:
-		out = append(out, certify.Verdict{ID: complete, Outcome: certify.Pass, Evidence: []string{counted}})
+		out = append(out, promise.Verdict{ID: complete, Outcome: promise.Pass, Evidence: []string{counted}})
 	}
 	var finals []audit.Event
 	for _, evs := range entry {
@@ -215,7 +215,7 @@ func CheckAudit(ctx context.Context, c *cluster.Cluster, w *Window, ids []string
 const finalStage, watchFinalStage = "mvp.audit.final-stage", "mvp.audit.watch-final-stage"
 
 // auditPromises are what CheckAudit judges.
-var auditPromises = []certify.ID{"mvp.audit.complete", finalStage, watchFinalStage}
+var auditPromises = []promise.ID{"mvp.audit.complete", finalStage, watchFinalStage}
 
 // CauseReverseProxyAbort is why a proxied watch its client closed ends at
 // the entry server in stage Panic: the entry's reverse proxy aborts the
@@ -232,7 +232,7 @@ const CauseReverseProxyAbort = "reverse-proxy-abort"
 // that abort and the peer ended the request in ResponseComplete. Any
 // other request in stage Panic fails mvp.audit.final-stage, which
 // nothing waives. Each needs at least one request of its kind.
-func FinalStages(entry string, finals []audit.Event, peers map[string][]audit.Event) []certify.Verdict {
+func FinalStages(entry string, finals []audit.Event, peers map[string][]audit.Event) []promise.Verdict {
 	var watches, panics, watchPanics, causes []string
 	for _, e := range finals {
 		if e.Verb == "watch" {
@@ -250,26 +250,26 @@ func FinalStages(entry string, finals []audit.Event, peers map[string][]audit.Ev
 		causes = append(causes, cause)
 	}
 	others := len(finals) - len(watches)
-	var out []certify.Verdict
+	var out []promise.Verdict
 	switch {
 	case others == 0:
-		out = append(out, certify.NothingObserved(finalStage, 1, "proxied requests other than watches ended at "+entry, 0))
+		out = append(out, promise.NothingObserved(finalStage, 1, "proxied requests other than watches ended at "+entry, 0))
 	case len(panics) > 0:
 		v := fail(finalStage, "%d of %d proxied requests (not watches) ended at %s in stage Panic", len(panics), others, entry)
 		v.Evidence = panics
 		out = append(out, v)
 	default:
-		out = append(out, certify.Verdict{ID: finalStage, Outcome: certify.Pass, Evidence: []string{fmt.Sprintf("%d proxied requests other than watches ended at %s in ResponseComplete", others, entry)}})
+		out = append(out, promise.Verdict{ID: finalStage, Outcome: promise.Pass, Evidence: []string{fmt.Sprintf("%d proxied requests other than watches ended at %s in ResponseComplete", others, entry)}})
 	}
 	switch {
 	case len(watches) == 0:
-		out = append(out, certify.NothingObserved(watchFinalStage, 1, "proxied watches ended at "+entry, 0))
+		out = append(out, promise.NothingObserved(watchFinalStage, 1, "proxied watches ended at "+entry, 0))
 	case len(watchPanics) > 0:
 		v := fail(watchFinalStage, "%d of %d proxied watches, closed by their client, ended at %s in stage Panic", len(watchPanics), len(watches), entry)
 		v.Evidence, v.Causes = watchPanics, causes
 		out = append(out, v)
 	default:
-		out = append(out, certify.Verdict{ID: watchFinalStage, Outcome: certify.Pass, Evidence: []string{fmt.Sprintf("%d proxied watches ended at %s in ResponseComplete", len(watches), entry)}})
+		out = append(out, promise.Verdict{ID: watchFinalStage, Outcome: promise.Pass, Evidence: []string{fmt.Sprintf("%d proxied watches ended at %s in ResponseComplete", len(watches), entry)}})
 	}
 	return out
 }
@@ -297,5 +297,5 @@ func abortedWatch(e audit.Event, atPeers []audit.Event) (cause, what string) {
 	if code == 500 && strings.Contains(msg, "abort Handler") && completed == 1 {
 		return CauseReverseProxyAbort, what
 	}
-	return certify.UnknownCause, what
+	return promise.UnknownCause, what
 }

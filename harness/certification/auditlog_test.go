@@ -15,8 +15,8 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"github.com/skewer-k8s/skewer/harness/audit"
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
 func authnUser(name string) authnv1.UserInfo { return authnv1.UserInfo{Username: name} }
@@ -64,7 +64,7 @@ func TestAuditAccounting(t *testing.T) {
 		"cp4": {"a ResponseComplete admin 200", "b ResponseComplete admin 200", "w ResponseComplete admin 200"},
 	})
 	got := CheckAudit(ctx, c, w, []string{"a", "b", "w"})
-	if got[0].Outcome != certify.Pass || got[1].Outcome != certify.Pass || got[2].Outcome != certify.Fail ||
+	if got[0].Outcome != promise.Pass || got[1].Outcome != promise.Pass || got[2].Outcome != promise.Fail ||
 		!strings.Contains(got[2].Reason, "1 of 1 proxied watches, closed by their client, ended at cp1 in stage Panic") {
 		t.Errorf("complete, with a closed watch: %+v", got)
 	}
@@ -74,7 +74,7 @@ func TestAuditAccounting(t *testing.T) {
 		"cp4": {"a ResponseComplete someone-else 200"},
 	})
 	got = CheckAudit(ctx, c, w, []string{"a", "b"})
-	if got[0].Outcome != certify.Fail || !strings.Contains(got[0].Reason, "1 missing") || !strings.Contains(got[0].Reason, "1 under another user") {
+	if got[0].Outcome != promise.Fail || !strings.Contains(got[0].Reason, "1 missing") || !strings.Contains(got[0].Reason, "1 under another user") {
 		t.Errorf("one missing at the peer, one under another user: %+v", got[0])
 	}
 
@@ -102,7 +102,7 @@ func TestFinalStages(t *testing.T) {
 		return e
 	}
 	completed := map[string][]audit.Event{"b": {ev("b", "watch", "ResponseComplete")}}
-	outcomes := func(vs []certify.Verdict) string {
+	outcomes := func(vs []promise.Verdict) string {
 		var parts []string
 		for _, v := range vs {
 			parts = append(parts, string(v.ID)+"="+string(v.Outcome)+fmt.Sprint(v.Causes))

@@ -24,10 +24,10 @@ import (
 
 	"github.com/skewer-k8s/skewer/fixtures"
 	"github.com/skewer-k8s/skewer/harness/audit"
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/discovery"
 	"github.com/skewer-k8s/skewer/harness/metrics"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/report"
 	"github.com/skewer-k8s/skewer/harness/restarts"
 	"github.com/skewer-k8s/skewer/harness/rollout"
@@ -45,43 +45,43 @@ import (
 // fail (issue 31, item 7). Where a waiver may cover the promise, the
 // evidence carries no cause the waiver names: it stays a failure.
 var canFail = []struct {
-	id      certify.ID
+	id      promise.ID
 	name    string
-	verdict func(t *testing.T) certify.Verdict
+	verdict func(t *testing.T) promise.Verdict
 }{
-	{"rollout.no-lost-writes", "an acknowledged write missing from the final list", func(t *testing.T) certify.Verdict {
+	{"rollout.no-lost-writes", "an acknowledged write missing from the final list", func(t *testing.T) promise.Verdict {
 		return trafficVerdict(t, "rollout.no-lost-writes", traffic.Summary{Requests: 500, NewAPIProbed: true, LostWrites: []string{"skewer-w-17"}})
 	}},
-	{"rollout.no-missed-watch-events", "an acknowledged write the watch never delivered", func(t *testing.T) certify.Verdict {
+	{"rollout.no-missed-watch-events", "an acknowledged write the watch never delivered", func(t *testing.T) promise.Verdict {
 		return trafficVerdict(t, "rollout.no-missed-watch-events", traffic.Summary{Requests: 500, NewAPIProbed: true, MissedWatchEvents: []string{"skewer-w-17"}})
 	}},
-	{"rollout.no-false-404", "a 404 through the load balancer for a resource a newer apiserver serves, in no audit log", func(t *testing.T) certify.Verdict {
+	{"rollout.no-false-404", "a 404 through the load balancer for a resource a newer apiserver serves, in no audit log", func(t *testing.T) promise.Verdict {
 		return trafficVerdict(t, "rollout.no-false-404", traffic.Summary{Requests: 500, NewAPIProbed: true, FalseNotFound: 1,
 			FalseNotFoundRecords: []traffic.Record{{Time: time.Unix(0, 0), Verb: "list", Object: "mutatingadmissionpolicies", Target: "lb", Code: 404, Phase: "drain cp2"}}})
 	}},
-	{"rollout.no-false-403", "a 403 through the load balancer that no later success explains", func(t *testing.T) certify.Verdict {
+	{"rollout.no-false-403", "a 403 through the load balancer that no later success explains", func(t *testing.T) promise.Verdict {
 		return trafficVerdict(t, "rollout.no-false-403", traffic.Summary{Requests: 500, NewAPIProbed: true, Forbidden: []traffic.Forbidden{{
 			Record: traffic.Record{Time: time.Unix(0, 0), Target: "lb", Conn: traffic.New, Verb: "create", Code: 403, AuditID: "a1"},
-			Logged: "cp1", Decision: "forbid", Cause: certify.UnknownCause}}})
+			Logged: "cp1", Decision: "forbid", Cause: promise.UnknownCause}}})
 	}},
-	{"rollout.disruption-budget", "5% of new connections through the load balancer failed", func(t *testing.T) certify.Verdict {
+	{"rollout.disruption-budget", "5% of new connections through the load balancer failed", func(t *testing.T) promise.Verdict {
 		return traffic.DisruptionVerdict([]report.Backend{
 			{Target: "lb", Conn: traffic.Reused, Requests: 1000, Failed: 0, Codes: map[int]int{200: 1000}},
 			{Target: "lb", Conn: traffic.New, Requests: 1000, Failed: 50, Codes: map[int]int{200: 950, 503: 50}, Unavailable: 2 * time.Second},
-		}, certify.Budget{MaxFailed: 0.01, MaxUnavailable: 15 * time.Second})
+		}, promise.Budget{MaxFailed: 0.01, MaxUnavailable: 15 * time.Second})
 	}},
-	{"cluster.no-unexpected-restarts", "CoreDNS restarted in a phase that meant only the control plane", func(t *testing.T) certify.Verdict {
+	{"cluster.no-unexpected-restarts", "CoreDNS restarted in a phase that meant only the control plane", func(t *testing.T) promise.Verdict {
 		t0 := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
 		meant := Meant([]report.Phase{{Name: "roll", Start: t0, End: t0.Add(time.Minute)}}, map[string]*Meaning{"roll": {Words: []string{restarts.ControlPlane}}})
 		return restarts.Check([]restarts.Event{{Kind: restarts.Container, Time: t0.Add(30 * time.Second), Node: "w1", Namespace: "kube-system",
 			Pod: "coredns-1", Container: "coredns", Count: 1, ExitCode: 137, Reason: "Error"}}, meant)
 	}},
-	{"cluster.nodes-stay-ready", "a worker no step acted on left Ready, its kubelet's requests unread", func(t *testing.T) certify.Verdict {
+	{"cluster.nodes-stay-ready", "a worker no step acted on left Ready, its kubelet's requests unread", func(t *testing.T) promise.Verdict {
 		t0 := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
 		meant := Meant([]report.Phase{{Name: "roll", Start: t0, End: t0.Add(time.Minute)}}, map[string]*Meaning{"roll": {Words: []string{restarts.ControlPlane}}})
 		return restarts.StayReady([]restarts.Event{{Kind: restarts.NotReady, Time: t0.Add(30 * time.Second), Node: "w1", Reason: "NodeStatusUnknown"}}, meant, nil)
 	}},
-	{"mvp.audit.run-complete", "a peer that stays up never ends a request its entry ended", func(t *testing.T) certify.Verdict {
+	{"mvp.audit.run-complete", "a peer that stays up never ends a request its entry ended", func(t *testing.T) promise.Verdict {
 		t0 := time.Date(2026, 12, 1, 17, 44, 0, 0, time.UTC)
 		s := func(d float64) time.Time { return t0.Add(time.Duration(d * float64(time.Second))) }
 		l := &auditLogs{dir: t.TempDir(), lines: map[string][]logLine{}}
@@ -91,7 +91,7 @@ var canFail = []struct {
 		l.event("cp4", "half-open", "ResponseStarted", s(10.1), s(10.2))
 		return CheckRunAudit(l.write(t))
 	}},
-	{"mvp.audit.complete", "a proxied request logged twice by the peer, another under another user", func(t *testing.T) certify.Verdict {
+	{"mvp.audit.complete", "a proxied request logged twice by the peer, another under another user", func(t *testing.T) promise.Verdict {
 		w := &Window{Old: []Server{{Name: "cp1"}}, New: []Server{{Name: "cp4"}}}
 		c := logs(t, map[string][]string{
 			"cp1": {"a ResponseComplete admin 200", "b ResponseComplete admin 200"},
@@ -99,129 +99,129 @@ var canFail = []struct {
 		})
 		return byID(t, "mvp.audit.complete", CheckAudit(t.Context(), c, w, []string{"a", "b"}))
 	}},
-	{"mvp.audit.final-stage", "a proxied create ended at the entry in stage Panic", func(t *testing.T) certify.Verdict {
+	{"mvp.audit.final-stage", "a proxied create ended at the entry in stage Panic", func(t *testing.T) promise.Verdict {
 		return byID(t, "mvp.audit.final-stage", FinalStages("cp1", []audit.Event{auditEvent("a", "create", "Panic", 500, ""), auditEvent("b", "watch", "ResponseComplete", 200, "")}, nil))
 	}},
-	{"mvp.audit.watch-final-stage", "a proxied watch in Panic at the entry that the peer never ended: not the reverse proxy's abort", func(t *testing.T) certify.Verdict {
+	{"mvp.audit.watch-final-stage", "a proxied watch in Panic at the entry that the peer never ended: not the reverse proxy's abort", func(t *testing.T) promise.Verdict {
 		return byID(t, "mvp.audit.watch-final-stage", FinalStages("cp1", []audit.Event{auditEvent("a", "list", "ResponseComplete", 200, ""),
 			auditEvent("b", "watch", "Panic", 500, "APIServer panic'd: net/http: abort Handler")}, nil))
 	}},
-	{"mvp.trust.forged-headers", "the peer believed a forwarded request's forged X-Remote-User/Group", func(t *testing.T) certify.Verdict {
+	{"mvp.trust.forged-headers", "the peer believed a forwarded request's forged X-Remote-User/Group", func(t *testing.T) promise.Verdict {
 		as := func(name string, groups ...string) *audit.Event {
 			return &audit.Event{User: authnv1.UserInfo{Username: name, Groups: groups}}
 		}
 		return forgedHeaders(forgedVerdictInput{reader: "sa:reader", nobody: "sa:nobody", entry: "cp1",
 			forwardedID: "f", atPeer: as("kubernetes-admin", "system:masters"), markedID: "m", markedEntry: as("sa:reader"), deniedID: "d", deniedEntry: as("sa:nobody")})
 	}},
-	{"mvp.metrics.peer-proxy-errors", "a 1.36 server's counter never moved with its only capable peer's address unresolvable", func(t *testing.T) certify.Verdict {
+	{"mvp.metrics.peer-proxy-errors", "a 1.36 server's counter never moved with its only capable peer's address unresolvable", func(t *testing.T) promise.Verdict {
 		before := parseMetrics(t, "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds 100\n")
 		return peerProxyErrorsMoved(Server{Name: "cp1", Version: version.MustParse("v1.36.3")}, before, before, nil)
 	}},
-	{"mvp.fault.peer-killed", "with the only capable peer killed, a false 404 before any rebuild was logged", func(t *testing.T) certify.Verdict {
+	{"mvp.fault.peer-killed", "with the only capable peer killed, a false 404 before any rebuild was logged", func(t *testing.T) promise.Verdict {
 		v, _ := killedVerdict("cp1", "cp4", []Attempt{attempt(0, 5*time.Millisecond, 503), attempt(time.Second, 3*time.Millisecond, 404)}, true, time.Time{}, nil)
 		return v
 	}},
-	{"mvp.fault.peer-stopped", "with a capable peer stopped and another serving, a false 404 and a hang", func(t *testing.T) certify.Verdict {
+	{"mvp.fault.peer-stopped", "with a capable peer stopped and another serving, a false 404 and a hang", func(t *testing.T) promise.Verdict {
 		return stoppedVerdict("cp4", []string{"cp5"}, []Attempt{attempt(0, 5*time.Millisecond, 200), attempt(time.Second, 3*time.Millisecond, 404),
 			attempt(2*time.Second, 12*time.Second, 200)}, []string{"cp5", "cp5"}, nil)
 	}},
-	{"mvp.fault.black-hole", "under the black hole a list answered 404 and a create hung past the bound", func(t *testing.T) certify.Verdict {
+	{"mvp.fault.black-hole", "under the black hole a list answered 404 and a create hung past the bound", func(t *testing.T) promise.Verdict {
 		return holeVerdict("black hole cp1 -> cp4", "example.skewer.io/v1/widgets", "cp1", 65*time.Second,
 			map[string]Attempt{"list": attempt(0, 5*time.Millisecond, 404), "create": attempt(0, 70*time.Second, 504)}, noAudit)
 	}},
-	{"mvp.fault.slow-link", "past the TLS handshake timeout a list was served late, not an explicit 503", func(t *testing.T) certify.Verdict {
+	{"mvp.fault.slow-link", "past the TLS handshake timeout a list was served late, not an explicit 503", func(t *testing.T) promise.Verdict {
 		below := []Attempt{attempt(0, 310*time.Millisecond, 200), attempt(time.Second, 305*time.Millisecond, 200)}
 		return slowVerdict("cp1", slowSeen{below: below, belowFault: "slow link +100ms", above: attempt(0, 24*time.Second, 200), aboveFault: "slow link +6s"})
 	}},
-	{"mvp.fault.no-duplicate-write", "a create given up by its client made two objects", func(t *testing.T) certify.Verdict {
+	{"mvp.fault.no-duplicate-write", "a create given up by its client made two objects", func(t *testing.T) promise.Verdict {
 		return dupVerdict(countedWrite("the create under the black hole", 1, "cp4", 3*time.Second), countedWrite("the create given up at +3 s each way", 2, "cp4", 8*time.Second))
 	}},
-	{"mvp.fault.only-peer-gone", "with the only capable peer stopped, 404s while its identity Lease was never seen gone", func(t *testing.T) certify.Verdict {
+	{"mvp.fault.only-peer-gone", "with the only capable peer stopped, 404s while its identity Lease was never seen gone", func(t *testing.T) promise.Verdict {
 		return onlyGoneVerdict("cp1", "cp4", []Attempt{attempt(0, 5*time.Millisecond, 503), attempt(time.Second, 3*time.Millisecond, 404)}, 35*time.Second, time.Time{}, nil)
 	}},
-	{"mvp.route.verbs", "the watch through the older apiserver ended after ADDED, never delivering MODIFIED and DELETED", func(t *testing.T) certify.Verdict {
+	{"mvp.route.verbs", "the watch through the older apiserver ended after ADDED, never delivering MODIFIED and DELETED", func(t *testing.T) promise.Verdict {
 		_, v := watched("cp1", delivered("ADDED w-1"), []string{"ADDED w-1", "MODIFIED w-1", "DELETED w-1"}, time.After(20*time.Second))
 		if v == nil {
 			t.Fatal("every event delivered")
 		}
 		return *v
 	}},
-	{"mvp.route.runtime-config", "through the entry with node.k8s.io/v1 off, the watch ended after ADDED", func(t *testing.T) certify.Verdict {
+	{"mvp.route.runtime-config", "through the entry with node.k8s.io/v1 off, the watch ended after ADDED", func(t *testing.T) promise.Verdict {
 		_, v := watched("cp4", delivered("ADDED rc-1"), []string{"ADDED rc-1", "MODIFIED rc-1", "DELETED rc-1"}, time.After(20*time.Second))
 		if v == nil {
 			t.Fatal("every event delivered")
 		}
 		return runtimeConfigRoute(*v, Server{Name: "cp4", Version: version.MustParse("v1.36.3")}, 3*time.Second)
 	}},
-	{"mvp.route.no-false-forwarding", "the rerouted counter moved for paths no server serves", func(t *testing.T) certify.Verdict {
+	{"mvp.route.no-false-forwarding", "the rerouted counter moved for paths no server serves", func(t *testing.T) promise.Verdict {
 		_, v := unmoved("cp1", false, []string{"/apis/nothing.skewer.io/v1/things"}, reroutedAt(t, 404, 2), reroutedAt(t, 404, 5))
 		if v == nil {
 			t.Fatal("judged unmoved")
 		}
 		return *v
 	}},
-	{"mvp.route.loop-guard", "a request marked proxied answered 404 but the counter moved: forwarded again", func(t *testing.T) certify.Verdict {
+	{"mvp.route.loop-guard", "a request marked proxied answered 404 but the counter moved: forwarded again", func(t *testing.T) promise.Verdict {
 		return loopGuardVerdict(Server{Name: "cp1"}, "/apis/x/v1/ys", notFound(), reroutedAt(t, 404, 2), reroutedAt(t, 404, 3), func() error { return nil })
 	}},
-	{"mvp.metrics.rerouted", "the rerouted counter moved by 4 for 5 forwarded gets", func(t *testing.T) certify.Verdict {
+	{"mvp.metrics.rerouted", "the rerouted counter moved by 4 for 5 forwarded gets", func(t *testing.T) promise.Verdict {
 		return reroutedVerdict("cp1", "x/v1/ys", 5, reroutedAt(t, 404, 2), reroutedAt(t, 404, 6))
 	}},
-	{"mvp.scope.crd-apiservice", "an APIService without a backend answered 404 from a peer, not 503", func(t *testing.T) certify.Verdict {
+	{"mvp.scope.crd-apiservice", "an APIService without a backend answered 404 from a peer, not 503", func(t *testing.T) promise.Verdict {
 		v := scopeAnswers(Server{Name: "cp1", Version: version.MustParse("v1.35.4")}, nil, notFound(), 30*time.Millisecond)
 		if v == nil {
 			t.Fatal("judged in scope")
 		}
 		return *v
 	}},
-	{"mvp.rollback.all-old", "after the rollback the resource only the newer version served is still served", func(t *testing.T) certify.Verdict {
+	{"mvp.rollback.all-old", "after the rollback the resource only the newer version served is still served", func(t *testing.T) promise.Verdict {
 		v := goneAfterRollback(discovery.Resource{Group: "x", Version: "v1", Resource: "ys"}, Server{Name: "cp1", Version: version.MustParse("v1.35.4")}, nil)
 		if v == nil {
 			t.Fatal("judged gone")
 		}
 		return *v
 	}},
-	{"mvp.route.baseline-false-404", "with the gate off the entry still served the resource: no false 404 reproduced", func(t *testing.T) certify.Verdict {
+	{"mvp.route.baseline-false-404", "with the gate off the entry still served the resource: no false 404 reproduced", func(t *testing.T) promise.Verdict {
 		return baselineVerdict("cp1 (v1.35.4) restarted with the gate off", 0, nil, func() error { return nil })
 	}},
-	{"mvp.rollback.gate-off", "with its flags back the entry never forwarded again", func(t *testing.T) certify.Verdict {
+	{"mvp.rollback.gate-off", "with its flags back the entry never forwarded again", func(t *testing.T) promise.Verdict {
 		return gateOnAgain("cp1", "x/v1/ys", 0, errors.New("timed out after 2m0s waiting for x/v1/ys to be served through cp1: last seen 404 the server could not find the requested resource"))
 	}},
-	{"mvp.defaults.beta", "without --peer-ca-file the entry still forwarded", func(t *testing.T) certify.Verdict {
+	{"mvp.defaults.beta", "without --peer-ca-file the entry still forwarded", func(t *testing.T) promise.Verdict {
 		v := betaWithoutCA("cp4", "node.k8s.io/v1/runtimeclasses", 1, nil)
 		if v == nil {
 			t.Fatal("judged the false 404")
 		}
 		return *v
 	}},
-	{"mvp.trust.identity", "the peer logged the forwarded list as the entry server, not the service account", func(t *testing.T) certify.Verdict {
+	{"mvp.trust.identity", "the peer logged the forwarded list as the entry server, not the service account", func(t *testing.T) promise.Verdict {
 		seen := trustEvidence()
 		seen.atPeer = &audit.Event{User: authnv1.UserInfo{Username: "system:apiserver", Groups: []string{"system:masters"}}}
 		return identityVerdict(seen)
 	}},
-	{"mvp.trust.uid", "the peer logged the forwarded list without the user's UID", func(t *testing.T) certify.Verdict {
+	{"mvp.trust.uid", "the peer logged the forwarded list without the user's UID", func(t *testing.T) promise.Verdict {
 		seen := trustEvidence()
 		seen.atPeer.User.UID = ""
 		return uidVerdict(seen)
 	}},
-	{"mvp.trust.rbac-at-entry", "a denied request reached a peer", func(t *testing.T) certify.Verdict {
+	{"mvp.trust.rbac-at-entry", "a denied request reached a peer", func(t *testing.T) promise.Verdict {
 		seen := trustEvidence()
 		seen.deniedAtPeers = []string{"cp4 (d)"}
 		return rbacVerdict(seen)
 	}},
-	{"mvp.trust.forged-lease", "packets left the entry's node for the address a forged Lease names", func(t *testing.T) certify.Verdict {
+	{"mvp.trust.forged-lease", "packets left the entry's node for the address a forged Lease names", func(t *testing.T) promise.Verdict {
 		return forgedLeaseVerdict(forgedLeaseSeen{lease: "kube-apiserver-skewer-forged-1", entry: "cp1", node: "cp1", lists: 20, where: []string{"cp4"}, packets: 3})
 	}},
-	{"mvp.trust.untrusted-peer", "requests served by a peer whose certificate the peer CA did not sign", func(t *testing.T) certify.Verdict {
+	{"mvp.trust.untrusted-peer", "requests served by a peer whose certificate the peer CA did not sign", func(t *testing.T) promise.Verdict {
 		start := parseMetrics(t, "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds 100\n")
 		return untrustedVerdict(untrustedSeen{fault: "untrusted serving cp4", key: "x/v1/ys", entry: "cp1", peer: "cp4", peerID: "apiserver-abc",
 			as: []Attempt{attempt(0, 5*time.Millisecond, 200)}, before: start, after: start},
 			func() (string, time.Time, error) { return "", time.Time{}, nil })
 	}},
-	{"rollout.versions", "a control plane's own apiserver still at the older version", func(t *testing.T) certify.Verdict {
+	{"rollout.versions", "a control plane's own apiserver still at the older version", func(t *testing.T) promise.Verdict {
 		versions := map[string]version.Version{"cp1": version.MustParse("v1.36.3"), "cp2": version.MustParse("v1.35.4")}
 		return versionsVerdict("rollout.versions", versions, offVersion(versions, version.MustParse("v1.36.3")))
 	}},
-	{"rollout.rollback", "a finished rollback left its rollout record", func(t *testing.T) certify.Verdict {
+	{"rollout.rollback", "a finished rollback left its rollout record", func(t *testing.T) promise.Verdict {
 		versions := map[string]version.Version{"cp1": version.MustParse("v1.35.4")}
 		err := offVersion(versions, version.MustParse("v1.35.4"))
 		if err == nil {
@@ -229,12 +229,12 @@ var canFail = []struct {
 		}
 		return versionsVerdict("rollout.rollback", versions, err)
 	}},
-	{"rollout.membership", "a removed control plane still an etcd member and a load-balancer backend", func(t *testing.T) certify.Verdict {
+	{"rollout.membership", "a removed control plane still an etcd member and a load-balancer backend", func(t *testing.T) promise.Verdict {
 		names := []string{"cp1", "cp2", "cp3"}
 		backends := []string{"cp1:6443", "cp2:6443", "cp3:6443"}
 		return membershipVerdict("removing cp0", rollout.MembershipDiff(names, backends, []string{"cp0", "cp1", "cp2", "cp3"}, names, append([]string{"cp0:6443"}, backends...)))
 	}},
-	{"mvp.discovery.converges", "a merged view never showed what only the newer version serves", func(t *testing.T) certify.Verdict {
+	{"mvp.discovery.converges", "a merged view never showed what only the newer version serves", func(t *testing.T) promise.Verdict {
 		only := []discovery.Resource{{Group: "x", Version: "v1", Resource: "ys"}}
 		err := wait.Within(t.Context(), wait.Budget{Timeout: 50 * time.Millisecond, Interval: 10 * time.Millisecond}, "every merged view to show x/v1/ys",
 			func(context.Context) (bool, string, error) {
@@ -243,27 +243,27 @@ var canFail = []struct {
 			})
 		return convergedVerdict(version.MustParse("v1.36.3"), only, 50*time.Millisecond, err)
 	}},
-	{"rollout.refuses-bad-input", "a rollout two minors up was not refused", func(t *testing.T) certify.Verdict {
+	{"rollout.refuses-bad-input", "a rollout two minors up was not refused", func(t *testing.T) promise.Verdict {
 		v := refusal("a rollout to v1.37.0 (surge, pause after 0)", "more than one minor", nil, 0)
 		if v == nil {
 			t.Fatal("judged refused")
 		}
 		return *v
 	}},
-	{"rollout.interrupted-recovers", "the rollback left a half-joined control plane's container behind", func(t *testing.T) certify.Verdict {
+	{"rollout.interrupted-recovers", "the rollback left a half-joined control plane's container behind", func(t *testing.T) promise.Verdict {
 		return recoveredVerdict(nil, "containers cp1,cp2,cp3\n", "containers cp1,cp2,cp3,cp4\n", time.Minute, nil)
 	}},
-	{"sidecar.start.order", "the app started before its native sidecar on the older kubelet", func(t *testing.T) certify.Verdict {
+	{"sidecar.start.order", "the app started before its native sidecar on the older kubelet", func(t *testing.T) promise.Verdict {
 		return sidecarchecks.JudgeStartOrder(kubelets, false, map[string][]fixtures.Event{"w1": recorded("app start", "proxy start")}, map[string]*corev1.Pod{"w1": {}})
 	}},
-	{"sidecar.crash.restarts-alone", "the app restarted with its crashing sidecar", func(t *testing.T) certify.Verdict {
+	{"sidecar.crash.restarts-alone", "the app restarted with its crashing sidecar", func(t *testing.T) promise.Verdict {
 		started := metav1.NewTime(sidecarT0)
 		pod := &corev1.Pod{Status: corev1.PodStatus{
 			InitContainerStatuses: []corev1.ContainerStatus{{Name: "proxy", RestartCount: 1, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}},
 			ContainerStatuses:     []corev1.ContainerStatus{{Name: "app", RestartCount: 1, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(sidecarT0.Add(6 * time.Second))}}}}}}
 		return sidecarchecks.JudgeCrashAlone(kubelets, map[string]*corev1.Pod{"w1": pod}, map[string]metav1.Time{"w1": started}, nil)
 	}},
-	{"sidecar.readiness.gates", "the new Pod, its sidecar never ready, a ready endpoint of the Service", func(t *testing.T) certify.Verdict {
+	{"sidecar.readiness.gates", "the new Pod, its sidecar never ready, a ready endpoint of the Service", func(t *testing.T) promise.Verdict {
 		ready := func(name, ip string, ok bool) corev1.Pod {
 			st := corev1.ConditionFalse
 			if ok {
@@ -278,68 +278,68 @@ var canFail = []struct {
 				{Addresses: []string{"10.244.1.5"}, Conditions: discoveryv1.EndpointConditions{Ready: &yes}},
 				{Addresses: []string{"10.244.1.6"}, Conditions: discoveryv1.EndpointConditions{Ready: &yes}}}}})
 	}},
-	{"sidecar.job.completes", "the Job with a native sidecar failed", func(t *testing.T) certify.Verdict {
+	{"sidecar.job.completes", "the Job with a native sidecar failed", func(t *testing.T) promise.Verdict {
 		return sidecarchecks.JudgeJobCompletes(kubelets, map[string]*batchv1.Job{"w1": {ObjectMeta: metav1.ObjectMeta{Name: "native-0"}, Status: batchv1.JobStatus{Failed: 1}}})
 	}},
-	{"sidecar.job.sidecar-crashes", "the Job failed on its sidecar's crashes though its app exited 0", func(t *testing.T) certify.Verdict {
+	{"sidecar.job.sidecar-crashes", "the Job failed on its sidecar's crashes though its app exited 0", func(t *testing.T) promise.Verdict {
 		pod := corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed,
 			InitContainerStatuses: []corev1.ContainerStatus{{Name: "proxy", RestartCount: 3}},
 			ContainerStatuses:     []corev1.ContainerStatus{{Name: "main", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}}}}}
 		return sidecarchecks.JudgeJobSidecarCrashes(kubelets, map[string]*batchv1.Job{"w1": {Status: batchv1.JobStatus{Failed: 1}}}, map[string][]corev1.Pod{"w1": {pod}})
 	}},
-	{"sidecar.resources.formula", "the quota charged the native Pod the legacy formula's requests", func(t *testing.T) certify.Verdict {
+	{"sidecar.resources.formula", "the quota charged the native Pod the legacy formula's requests", func(t *testing.T) promise.Verdict {
 		return sidecarchecks.JudgeQuotaCharge(t.Context(), true, corev1.ResourceList{corev1.ResourceRequestsCPU: resource.MustParse("500m"), corev1.ResourceRequestsMemory: resource.MustParse("160Mi")}, 50*time.Millisecond)
 	}},
-	{"sidecar.resources.quota-admission", "a quota below the native formula admitted the native Pod", func(t *testing.T) certify.Verdict {
+	{"sidecar.resources.quota-admission", "a quota below the native formula admitted the native Pod", func(t *testing.T) promise.Verdict {
 		return sidecarchecks.JudgeQuotaAdmission(nil)
 	}},
-	{"sidecar.resources.limits-qos", "a Pod whose limits equal its requests classed Burstable", func(t *testing.T) certify.Verdict {
+	{"sidecar.resources.limits-qos", "a Pod whose limits equal its requests classed Burstable", func(t *testing.T) promise.Verdict {
 		return sidecarchecks.JudgeLimits(kubelets, true, map[string]*corev1.Pod{"w1": {Status: corev1.PodStatus{QOSClass: corev1.PodQOSBurstable}}}, nil)
 	}},
-	{"sidecar.termination.reverse-order", "the log agent, declared first, told to stop before the proxy", func(t *testing.T) certify.Verdict {
+	{"sidecar.termination.reverse-order", "the log agent, declared first, told to stop before the proxy", func(t *testing.T) promise.Verdict {
 		return sidecarchecks.JudgeReverseOrder(kubelets, map[string]sidecarchecks.Stopped{"w1": {
 			Events: recorded("app sigterm lines=150", "log-agent sigterm", "proxy sigterm"), Gone: 2 * time.Second, Shipped: 150}})
 	}},
-	{"sidecar.termination.bounded-flush", "a backlog larger than the flush budget lost no line: nothing was cut short", func(t *testing.T) certify.Verdict {
+	{"sidecar.termination.bounded-flush", "a backlog larger than the flush budget lost no line: nothing was cut short", func(t *testing.T) promise.Verdict {
 		return sidecarchecks.JudgeBoundedFlush(kubelets, map[string]sidecarchecks.Stopped{"w1": {
 			Events: recorded("app sigterm lines=1200", "proxy sigterm", "log-agent sigterm"), Gone: 5 * time.Second, Shipped: 1200}})
 	}},
-	{"sidecar.termination.sigterm-ignored", "a sidecar ignoring SIGTERM held its Pod past the grace period", func(t *testing.T) certify.Verdict {
+	{"sidecar.termination.sigterm-ignored", "a sidecar ignoring SIGTERM held its Pod past the grace period", func(t *testing.T) promise.Verdict {
 		return sidecarchecks.JudgeSIGTERMIgnored(kubelets, map[string]sidecarchecks.Stubborn{"w1": {
 			Events: recorded("app sigterm lines=100", "proxy sigterm ignored"), Deleted: sidecarT0, Gone: 40 * time.Second, Kept: 100}})
 	}},
-	{"sidecar.stripped.preflight", "a migration under the stripping webhook went through its batch", func(t *testing.T) certify.Verdict {
+	{"sidecar.stripped.preflight", "a migration under the stripping webhook went through its batch", func(t *testing.T) promise.Verdict {
 		tg := sidecar.Target{Namespace: "ns", Name: "web"}
 		return sidecarchecks.JudgeStrippedPreflight(tg, []sidecar.BatchResult{{Targets: []sidecar.Target{tg}, Took: 20 * time.Second}})
 	}},
-	{"sidecar.stripped.shapes", "a stripped sidecar with a startup probe admitted", func(t *testing.T) certify.Verdict {
+	{"sidecar.stripped.shapes", "a stripped sidecar with a startup probe admitted", func(t *testing.T) promise.Verdict {
 		return sidecarchecks.JudgeStrippedShapes(nil)
 	}},
-	{"sidecar.stripped.old-client", "the old client's write kept the helper a native sidecar: nothing dropped to catch", func(t *testing.T) certify.Verdict {
+	{"sidecar.stripped.old-client", "the old client's write kept the helper a native sidecar: nothing dropped to catch", func(t *testing.T) promise.Verdict {
 		always := corev1.ContainerRestartPolicyAlways
 		return sidecarchecks.JudgeOldClient(corev1.PodSpec{InitContainers: []corev1.Container{{Name: sidecarchecks.CrashingSidecar, RestartPolicy: &always}},
 			Containers: []corev1.Container{{Name: "app"}}})
 	}},
-	{"sidecar.migration.batches", "the expansion went on past the batch whose helper crashed", func(t *testing.T) certify.Verdict {
+	{"sidecar.migration.batches", "the expansion went on past the batch whose helper crashed", func(t *testing.T) promise.Verdict {
 		b := func(ns string, restarts int32) sidecar.BatchResult {
 			return sidecar.BatchResult{Targets: []sidecar.Target{{Namespace: ns, Name: "web"}}, Took: 15 * time.Second, Restarts: restarts}
 		}
 		return sidecarchecks.JudgeMigrationBatches([]sidecar.BatchResult{b("a", 0), b("b", 2), b("c", 0)})
 	}},
-	{"sidecar.migration.rollback", "the rolled-back template lost the helper's port", func(t *testing.T) certify.Verdict {
+	{"sidecar.migration.rollback", "the rolled-back template lost the helper's port", func(t *testing.T) promise.Verdict {
 		legacy := corev1.PodTemplateSpec{Spec: corev1.PodSpec{ServiceAccountName: "web", Containers: []corev1.Container{{Name: "app"},
 			{Name: sidecarchecks.CrashingSidecar, Ports: []corev1.ContainerPort{{Name: "admin", ContainerPort: 8080}}}}}}
 		after := *legacy.DeepCopy()
 		after.Spec.Containers[1].Ports = nil
 		return sidecarchecks.JudgeMigrationRollback(sidecar.Target{Namespace: "ns", Name: "web"}, legacy, after)
 	}},
-	{"sidecar.migration.stop-conditions", "a helper ready only after 15 s did not stop a migration bound to 5 s", func(t *testing.T) certify.Verdict {
+	{"sidecar.migration.stop-conditions", "a helper ready only after 15 s did not stop a migration bound to 5 s", func(t *testing.T) promise.Verdict {
 		b := func(c string) sidecar.BatchResult {
 			return sidecar.BatchResult{Targets: []sidecar.Target{{Namespace: "ns", Name: c}}, Took: 16 * time.Second}
 		}
 		return sidecarchecks.JudgeStopCondition("ready-latency", "ReadyWithin 5s breached", []sidecar.BatchResult{b("ready-latency"), b("bystander")})
 	}},
-	{"sidecar.worker-replaced", "on the new worker the app started before the proxy", func(t *testing.T) certify.Verdict {
+	{"sidecar.worker-replaced", "on the new worker the app started before the proxy", func(t *testing.T) promise.Verdict {
 		return sidecarchecks.JudgeWorkerReplaced("w2", recorded("log-agent start", "app start", "proxy start"))
 	}},
 }
@@ -350,25 +350,25 @@ var canFail = []struct {
 // evidence.
 func TestEveryPromiseCanFail(t *testing.T) {
 	ws := upstreamWaivers(t)
-	has := map[certify.ID]bool{}
+	has := map[promise.ID]bool{}
 	for _, c := range canFail {
 		has[c.id] = true
 		t.Run(string(c.id)+"/"+c.name, func(t *testing.T) {
 			v := c.verdict(t)
-			if v.ID != c.id || v.Outcome != certify.Fail {
+			if v.ID != c.id || v.Outcome != promise.Fail {
 				t.Fatalf("got %s %s (%s), want %s fail", v.ID, v.Outcome, v.Reason, c.id)
 			}
 			t.Log(v.Reason)
 			if err := v.Validate(); err != nil {
 				t.Error(err)
 			}
-			if w := ws.Apply(v, false); w.Outcome != certify.Fail {
+			if w := ws.Apply(v, false); w.Outcome != promise.Fail {
 				t.Errorf("the waivers in force make it %s: %s", w.Outcome, w.Reason)
 			}
 		})
 	}
 	var missing []string
-	for _, p := range certify.Catalogue() {
+	for _, p := range promise.Catalogue() {
 		if !has[p.ID] {
 			missing = append(missing, string(p.ID))
 		}
@@ -380,13 +380,13 @@ func TestEveryPromiseCanFail(t *testing.T) {
 
 // upstreamWaivers are the repository's waivers, in force for a pair
 // they all name.
-func upstreamWaivers(t *testing.T) certify.Waivers {
+func upstreamWaivers(t *testing.T) promise.Waivers {
 	t.Helper()
 	root, err := source.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws, err := certify.LoadWaivers(filepath.Join(root, "clusters", "waivers", "upstream.yaml"))
+	ws, err := promise.LoadWaivers(filepath.Join(root, "clusters", "waivers", "upstream.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,9 +394,9 @@ func upstreamWaivers(t *testing.T) certify.Waivers {
 }
 
 // byID is the verdict on id among vs.
-func byID(t *testing.T, id certify.ID, vs []certify.Verdict) certify.Verdict {
+func byID(t *testing.T, id promise.ID, vs []promise.Verdict) promise.Verdict {
 	t.Helper()
-	i := slices.IndexFunc(vs, func(v certify.Verdict) bool { return v.ID == id })
+	i := slices.IndexFunc(vs, func(v promise.Verdict) bool { return v.ID == id })
 	if i < 0 {
 		t.Fatalf("no verdict on %s among %v", id, vs)
 	}
@@ -404,7 +404,7 @@ func byID(t *testing.T, id certify.ID, vs []certify.Verdict) certify.Verdict {
 }
 
 // trafficVerdict is the verdict on id of a traffic summary.
-func trafficVerdict(t *testing.T, id certify.ID, s traffic.Summary) certify.Verdict {
+func trafficVerdict(t *testing.T, id promise.ID, s traffic.Summary) promise.Verdict {
 	return byID(t, id, s.Verdicts())
 }
 

@@ -23,9 +23,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/report"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 	"github.com/skewer-k8s/skewer/harness/version"
@@ -35,11 +35,11 @@ import (
 // Input is one certification, validated before anything is built or
 // created.
 type Input struct {
-	Pair       certify.Pair
+	Pair       promise.Pair
 	Strategies []rollout.Strategy
 	// Only, when set, are the promises to judge; Skip are left out. The
 	// rest are not selected: not run, not counted.
-	Only, Skip []certify.ID
+	Only, Skip []promise.ID
 	// Shard, when set, is the areas of the catalogue this machine judges
 	// of a certification split across several (--shard mvp): the
 	// promises of the other areas are not selected here, and the phases
@@ -47,7 +47,7 @@ type Input struct {
 	// nodes Ready) are judged by every shard of its own run. skewer
 	// report merge joins the shards' results.
 	Shard   []string
-	Waivers certify.Waivers
+	Waivers promise.Waivers
 	// Strict refuses every waiver.
 	Strict bool
 	// Profile is the cluster every run starts from (its version is set to
@@ -68,7 +68,7 @@ type Input struct {
 	FeatureGates map[version.Version]map[string]bool
 	// Budget bounds what a rollout may cost the traffic
 	// (rollout.disruption-budget).
-	Budget certify.Budget
+	Budget promise.Budget
 	// Checkpoint, when set, is given the results as they stand each time a
 	// run's verdicts are all in, before its evidence is exported and its
 	// cluster deleted (each may take minutes): what a cancelled CI job,
@@ -101,14 +101,14 @@ func (in Input) Validate() error {
 		}
 	}
 	for _, id := range append(slices.Clone(in.Only), in.Skip...) {
-		if _, ok := certify.Lookup(id); !ok {
+		if _, ok := promise.Lookup(id); !ok {
 			errs = append(errs, fmt.Errorf("%q is not a promise of the catalogue (skewer certify --list shows them)", id))
 		}
 	}
 	if len(in.Shard) > 0 && len(in.Only) > 0 {
 		errs = append(errs, errors.New("--shard and --only both choose the promises to judge: give one"))
 	}
-	areas := certify.Areas()
+	areas := promise.Areas()
 	for _, a := range in.Shard {
 		if !slices.Contains(areas, a) {
 			errs = append(errs, fmt.Errorf("shard %q is not an area of the catalogue (want some of %v)", a, areas))
@@ -129,7 +129,7 @@ func (in Input) Validate() error {
 }
 
 // selected says whether id is to be judged, and if not, why.
-func (in Input) selected(id certify.ID) (bool, string) {
+func (in Input) selected(id promise.ID) (bool, string) {
 	if slices.Contains(in.Skip, id) {
 		return false, "left out by --skip"
 	}
@@ -146,22 +146,22 @@ func (in Input) selected(id certify.ID) (bool, string) {
 // not applicable when the strategy does not take the path it needs (the
 // surge run judges it), an error when no run proves it - a promise of the
 // catalogue certify cannot judge is a hole, not a skip.
-func notJudged(id certify.ID, s rollout.Strategy) certify.Verdict {
+func notJudged(id promise.ID, s rollout.Strategy) promise.Verdict {
 	if slices.Contains(checkedBy(rollout.StrategySurge), id) {
-		return certify.Inapplicable(id, "the %s strategy holds no mixed window, fault or sidecar phase for it: the surge run judges it", s)
+		return promise.Inapplicable(id, "the %s strategy holds no mixed window, fault or sidecar phase for it: the surge run judges it", s)
 	}
-	return certify.Errored(id, "no check of certify judges it")
+	return promise.Errored(id, "no check of certify judges it")
 }
 
 // Plan is what each run will judge, by strategy (outcome pass: to be
 // judged), and why the rest is not: what --dry-run prints.
-func Plan(in Input) map[rollout.Strategy][]certify.Verdict {
-	out := map[rollout.Strategy][]certify.Verdict{}
+func Plan(in Input) map[rollout.Strategy][]promise.Verdict {
+	out := map[rollout.Strategy][]promise.Verdict{}
 	for _, s := range in.Strategies {
-		for _, p := range certify.Catalogue() {
-			v := certify.Verdict{ID: p.ID, Outcome: certify.Pass}
+		for _, p := range promise.Catalogue() {
+			v := promise.Verdict{ID: p.ID, Outcome: promise.Pass}
 			if ok, why := in.selected(p.ID); !ok {
-				v = certify.Verdict{ID: p.ID, Outcome: certify.NotSelected, Reason: why}
+				v = promise.Verdict{ID: p.ID, Outcome: promise.NotSelected, Reason: why}
 			} else if !slices.Contains(checkedBy(s), p.ID) {
 				v = notJudged(p.ID, s)
 			}
@@ -202,7 +202,7 @@ func given(images *nodeimage.Resolver, v version.Version) *report.Given {
 // makesCluster says whether the run of strategy s makes a cluster: it
 // judges a selected promise.
 func (in Input) makesCluster(s rollout.Strategy) bool {
-	return slices.ContainsFunc(Plan(in)[s], func(v certify.Verdict) bool { return v.Outcome == certify.Pass })
+	return slices.ContainsFunc(Plan(in)[s], func(v promise.Verdict) bool { return v.Outcome == promise.Pass })
 }
 
 // Preflight refuses, before anything is built or made, what would stop a

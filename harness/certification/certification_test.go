@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/report"
 	"github.com/skewer-k8s/skewer/harness/restarts"
 	"github.com/skewer-k8s/skewer/harness/rollout"
@@ -23,7 +23,7 @@ import (
 
 func input(t *testing.T) Input {
 	t.Helper()
-	pair, err := certify.ParsePair("v1.35.4", "v1.36.3")
+	pair, err := promise.ParsePair("v1.35.4", "v1.36.3")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestValidate(t *testing.T) {
 		want string
 	}{
 		{"no strategy", func(in *Input) { in.Strategies = nil }, "no strategy"},
-		{"an unknown promise", func(in *Input) { in.Skip = []certify.ID{"rollout.nope"} }, `"rollout.nope" is not a promise`},
+		{"an unknown promise", func(in *Input) { in.Skip = []promise.ID{"rollout.nope"} }, `"rollout.nope" is not a promise`},
 		{"a single control plane", func(in *Input) { in.Profile.ControlPlanes = 1 }, "needs 3"},
 		{"no images", func(in *Input) { in.Images = nil }, "image resolver"},
 	} {
@@ -58,29 +58,29 @@ func TestValidate(t *testing.T) {
 // outweighs a pass, passes gather their evidence.
 func TestJudgeMerges(t *testing.T) {
 	in := input(t)
-	in.Waivers = certify.Waivers{"rollout.membership": {ID: "rollout.membership", Cause: "c", Versions: []string{"1.35", "1.36"},
+	in.Waivers = promise.Waivers{"rollout.membership": {ID: "rollout.membership", Cause: "c", Versions: []string{"1.35", "1.36"},
 		Observed: "x", Reason: "y", Reference: "https://example.org/z"}}.For(in.Pair.From, in.Pair.To)
 	r := &run{in: in, out: io.Discard}
-	pass := func(ev string) certify.Verdict {
-		return certify.Verdict{ID: "rollout.versions", Outcome: certify.Pass, Evidence: []string{ev}}
+	pass := func(ev string) promise.Verdict {
+		return promise.Verdict{ID: "rollout.versions", Outcome: promise.Pass, Evidence: []string{ev}}
 	}
 	r.judge(pass("after one"))
 	r.judge(pass("after two"))
-	if got := r.verdicts["rollout.versions"]; got.Outcome != certify.Pass || len(got.Evidence) != 2 {
+	if got := r.verdicts["rollout.versions"]; got.Outcome != promise.Pass || len(got.Evidence) != 2 {
 		t.Errorf("two passes: %+v", got)
 	}
-	r.judge(certify.Verdict{ID: "rollout.versions", Outcome: certify.Fail, Reason: "one at v1.35.4"})
+	r.judge(promise.Verdict{ID: "rollout.versions", Outcome: promise.Fail, Reason: "one at v1.35.4"})
 	r.judge(pass("after three"))
-	if got := r.verdicts["rollout.versions"]; got.Outcome != certify.Fail || got.Reason != "one at v1.35.4" {
+	if got := r.verdicts["rollout.versions"]; got.Outcome != promise.Fail || got.Reason != "one at v1.35.4" {
 		t.Errorf("a failure then a pass: %+v", got)
 	}
-	r.judge(certify.Verdict{ID: "rollout.membership", Outcome: certify.Fail, Reason: "an extra etcd member", Causes: []string{"c"}})
-	if got := r.verdicts["rollout.membership"]; got.Outcome != certify.Waived {
+	r.judge(promise.Verdict{ID: "rollout.membership", Outcome: promise.Fail, Reason: "an extra etcd member", Causes: []string{"c"}})
+	if got := r.verdicts["rollout.membership"]; got.Outcome != promise.Waived {
 		t.Errorf("a waived failure: %+v", got)
 	}
 	r.in.Strict = true
-	r.judge(certify.Verdict{ID: "rollout.membership", Outcome: certify.Fail, Reason: "an extra etcd member", Causes: []string{"c"}})
-	if got := r.verdicts["rollout.membership"]; got.Outcome != certify.Fail {
+	r.judge(promise.Verdict{ID: "rollout.membership", Outcome: promise.Fail, Reason: "an extra etcd member", Causes: []string{"c"}})
+	if got := r.verdicts["rollout.membership"]; got.Outcome != promise.Fail {
 		t.Errorf("strict: %+v", got)
 	}
 }
@@ -92,20 +92,20 @@ func TestJudgeMerges(t *testing.T) {
 func TestInterruptedChecksAreErrors(t *testing.T) {
 	stopped := false
 	r := &run{in: input(t), out: io.Discard, cutShort: func() bool { return stopped }}
-	r.judge(certify.Verdict{ID: "rollout.versions", Outcome: certify.Fail, Reason: "one at v1.35.4"})
-	r.judge(certify.Verdict{ID: "rollout.membership", Outcome: certify.Pass, Evidence: []string{"three members"}})
+	r.judge(promise.Verdict{ID: "rollout.versions", Outcome: promise.Fail, Reason: "one at v1.35.4"})
+	r.judge(promise.Verdict{ID: "rollout.membership", Outcome: promise.Pass, Evidence: []string{"three members"}})
 	stopped = true
-	r.judge(certify.Verdict{ID: "rollout.versions", Outcome: certify.Fail, Reason: "context canceled"})
-	r.judge(certify.Verdict{ID: "rollout.membership", Outcome: certify.Fail, Reason: "context canceled"})
-	r.judge(certify.Verdict{ID: "mvp.route.verbs", Outcome: certify.Fail, Reason: "context canceled"})
-	if got := r.verdicts["rollout.versions"]; got.Outcome != certify.Fail || got.Reason != "one at v1.35.4" {
+	r.judge(promise.Verdict{ID: "rollout.versions", Outcome: promise.Fail, Reason: "context canceled"})
+	r.judge(promise.Verdict{ID: "rollout.membership", Outcome: promise.Fail, Reason: "context canceled"})
+	r.judge(promise.Verdict{ID: "mvp.route.verbs", Outcome: promise.Fail, Reason: "context canceled"})
+	if got := r.verdicts["rollout.versions"]; got.Outcome != promise.Fail || got.Reason != "one at v1.35.4" {
 		t.Errorf("failed before the interrupt: %+v", got)
 	}
-	if got := r.verdicts["rollout.membership"]; got.Outcome != certify.Pass {
+	if got := r.verdicts["rollout.membership"]; got.Outcome != promise.Pass {
 		t.Errorf("passed before the interrupt: %+v", got)
 	}
 	got := r.verdicts["mvp.route.verbs"]
-	if got.Outcome != certify.Error || !strings.Contains(got.Reason, "interrupted") || !slices.Contains(got.Evidence, "cut short: context canceled") {
+	if got.Outcome != promise.Error || !strings.Contains(got.Reason, "interrupted") || !slices.Contains(got.Evidence, "cut short: context canceled") {
 		t.Errorf("cut short: %+v", got)
 	}
 	if err := got.Validate(); err != nil {
@@ -118,7 +118,7 @@ func TestInterruptedChecksAreErrors(t *testing.T) {
 // their coverage says nothing was judged.
 func TestNothingSelectedMakesNoCluster(t *testing.T) {
 	in := input(t)
-	for _, p := range certify.Catalogue() {
+	for _, p := range promise.Catalogue() {
 		in.Skip = append(in.Skip, p.ID)
 	}
 	res := report.New(in.Pair, report.Tool{Version: "test", Go: "go", Kind: "v0"}, t0())
@@ -133,7 +133,7 @@ func TestNothingSelectedMakesNoCluster(t *testing.T) {
 	if err := res.Finish(t0()); err != nil {
 		t.Fatal(err)
 	}
-	if c := res.Counts(); c[certify.NotSelected] != 2*len(certify.Catalogue()) {
+	if c := res.Counts(); c[promise.NotSelected] != 2*len(promise.Catalogue()) {
 		t.Errorf("counts %v", c)
 	}
 	if res.Coverage.Judged != 0 || !strings.Contains(res.Headline(), "PASS, judged 0 of 58 promises; not judged: cluster 2 of 2, mvp 28 of 28") {
@@ -200,12 +200,12 @@ func TestCleanUpFailuresAreSaid(t *testing.T) {
 // Every promise of the catalogue is judged by some strategy's run: one
 // that none judges would be an error in every certification.
 func TestEveryPromiseHasARun(t *testing.T) {
-	for _, p := range certify.Catalogue() {
+	for _, p := range promise.Catalogue() {
 		if !slices.Contains(checkedBy(rollout.StrategySurge), p.ID) {
 			t.Errorf("%s: no run of certify judges it", p.ID)
 		}
 	}
-	if v := notJudged("rollout.nope", rollout.StrategyInPlace); v.Outcome != certify.Error {
+	if v := notJudged("rollout.nope", rollout.StrategyInPlace); v.Outcome != promise.Error {
 		t.Errorf("a promise no run judges: %+v", v)
 	}
 }
@@ -214,14 +214,14 @@ func TestEveryPromiseHasARun(t *testing.T) {
 // check said: a failure there neither counts nor fails the run.
 func TestUnselectedVerdictsDoNotCount(t *testing.T) {
 	in := input(t)
-	in.Only = []certify.ID{"rollout.versions"}
+	in.Only = []promise.ID{"rollout.versions"}
 	r := &run{in: in, out: io.Discard}
-	r.judge(certify.Verdict{ID: "rollout.membership", Outcome: certify.Fail, Reason: "an extra etcd member"})
-	r.judge(certify.Verdict{ID: "rollout.versions", Outcome: certify.Pass})
-	if got := r.verdicts["rollout.membership"]; got.Outcome != certify.NotSelected || got.Reason != "not among --only" {
+	r.judge(promise.Verdict{ID: "rollout.membership", Outcome: promise.Fail, Reason: "an extra etcd member"})
+	r.judge(promise.Verdict{ID: "rollout.versions", Outcome: promise.Pass})
+	if got := r.verdicts["rollout.membership"]; got.Outcome != promise.NotSelected || got.Reason != "not among --only" {
 		t.Errorf("an unselected failure: %+v", got)
 	}
-	if err := certify.Failed([]certify.Verdict{r.verdicts["rollout.membership"], r.verdicts["rollout.versions"]}); err != nil {
+	if err := promise.Failed([]promise.Verdict{r.verdicts["rollout.membership"], r.verdicts["rollout.versions"]}); err != nil {
 		t.Errorf("an unselected failure failed the run: %v", err)
 	}
 }
@@ -229,10 +229,10 @@ func TestUnselectedVerdictsDoNotCount(t *testing.T) {
 // A mixed window that cannot be opened makes its promises errors, unless
 // the pair offers nothing to route: only then do they not apply.
 func TestNoWindow(t *testing.T) {
-	if v := noWindow("mvp.route.verbs", fmt.Errorf("%w: v1.36.3 serves no routable resource", ErrNothingToRoute)); v.Outcome != certify.NotApplicable {
+	if v := noWindow("mvp.route.verbs", fmt.Errorf("%w: v1.36.3 serves no routable resource", ErrNothingToRoute)); v.Outcome != promise.NotApplicable {
 		t.Errorf("nothing to route: %+v", v)
 	}
-	if v := noWindow("mvp.route.verbs", errors.New("the server is currently unable to handle the request")); v.Outcome != certify.Error || !strings.Contains(v.Reason, "unable to handle") {
+	if v := noWindow("mvp.route.verbs", errors.New("the server is currently unable to handle the request")); v.Outcome != promise.Error || !strings.Contains(v.Reason, "unable to handle") {
 		t.Errorf("an API error: %+v", v)
 	}
 }
@@ -244,7 +244,7 @@ func t0() time.Time { return time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC) }
 func TestWaiversNameCausesChecksGive(t *testing.T) {
 	given := map[string]bool{CauseNoCapablePeer: true, CauseServerWentDown: true, CausePeerCacheRebuilt: true, CauseTransportUncounted: true,
 		restarts.CauseStuckOnOneAPIServer: true, traffic.CauseAuthorizerNotSynced: true, CauseReverseProxyAbort: true, CauseTimeoutAbort: true}
-	ws, err := certify.LoadWaivers(filepath.Join("..", "..", certify.UpstreamFile))
+	ws, err := promise.LoadWaivers(filepath.Join("..", "..", promise.UpstreamFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestWaiversNameCausesChecksGive(t *testing.T) {
 
 // docs/promises.md is what the code says; UPDATE=1 writes it again.
 func TestPromisesDoc(t *testing.T) {
-	ws, err := certify.LoadWaivers(filepath.Join("..", "..", certify.UpstreamFile))
+	ws, err := promise.LoadWaivers(filepath.Join("..", "..", promise.UpstreamFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,19 +285,19 @@ func TestSurgePlan(t *testing.T) {
 		t.Errorf("every promise selected: %+v", all)
 	}
 	for _, tc := range []struct {
-		only []certify.ID
+		only []promise.ID
 		want surgePlan
 	}{
-		{[]certify.ID{"mvp.route.verbs", "mvp.audit.complete"}, surgePlan{window: true, proxy: true}},
-		{[]certify.ID{"mvp.fault.black-hole"}, surgePlan{window: true, faults: true}},
-		{[]certify.ID{"mvp.route.runtime-config"}, surgePlan{window: true, variant: true}},
-		{[]certify.ID{"rollout.rollback"}, surgePlan{window: true, rollback: true}},
-		{[]certify.ID{"mvp.fault.peer-stopped"}, surgePlan{window: true, rollback: true, windowTwo: true}},
-		{[]certify.ID{"mvp.fault.peer-killed"}, surgePlan{window: true, faults: true, rollback: true, windowTwo: true}},
-		{[]certify.ID{"sidecar.start.order"}, surgePlan{through: true, sidecars: true}},
-		{[]certify.ID{"mvp.route.verbs", "rollout.versions"}, surgePlan{window: true, proxy: true, rollback: true, through: true}},
-		{[]certify.ID{"rollout.no-lost-writes"}, surgePlan{traffic: true, through: true}},
-		{[]certify.ID{"rollout.refuses-bad-input"}, surgePlan{refused: true}},
+		{[]promise.ID{"mvp.route.verbs", "mvp.audit.complete"}, surgePlan{window: true, proxy: true}},
+		{[]promise.ID{"mvp.fault.black-hole"}, surgePlan{window: true, faults: true}},
+		{[]promise.ID{"mvp.route.runtime-config"}, surgePlan{window: true, variant: true}},
+		{[]promise.ID{"rollout.rollback"}, surgePlan{window: true, rollback: true}},
+		{[]promise.ID{"mvp.fault.peer-stopped"}, surgePlan{window: true, rollback: true, windowTwo: true}},
+		{[]promise.ID{"mvp.fault.peer-killed"}, surgePlan{window: true, faults: true, rollback: true, windowTwo: true}},
+		{[]promise.ID{"sidecar.start.order"}, surgePlan{through: true, sidecars: true}},
+		{[]promise.ID{"mvp.route.verbs", "rollout.versions"}, surgePlan{window: true, proxy: true, rollback: true, through: true}},
+		{[]promise.ID{"rollout.no-lost-writes"}, surgePlan{traffic: true, through: true}},
+		{[]promise.ID{"rollout.refuses-bad-input"}, surgePlan{refused: true}},
 	} {
 		in.Only = tc.only
 		if got := in.surgePlan(); got != tc.want {
@@ -330,12 +330,12 @@ func TestSurgePlan(t *testing.T) {
 // own verdict only when it was the last and ran through.
 func TestCheckpoint(t *testing.T) {
 	in := input(t)
-	run := func(s rollout.Strategy, failing certify.ID) report.Run {
+	run := func(s rollout.Strategy, failing promise.ID) report.Run {
 		r := &run{in: in, strategy: s, out: io.Discard}
-		for _, p := range certify.Catalogue() {
-			v := certify.Verdict{ID: p.ID, Outcome: certify.Pass}
+		for _, p := range promise.Catalogue() {
+			v := promise.Verdict{ID: p.ID, Outcome: promise.Pass}
 			if p.ID == failing {
-				v = certify.Verdict{ID: p.ID, Outcome: certify.Fail, Reason: "2 acknowledged writes missing"}
+				v = promise.Verdict{ID: p.ID, Outcome: promise.Fail, Reason: "2 acknowledged writes missing"}
 			}
 			r.keep(v)
 		}
@@ -344,16 +344,16 @@ func TestCheckpoint(t *testing.T) {
 	both := []rollout.Strategy{rollout.StrategySurge, rollout.StrategyInPlace}
 	res := report.New(in.Pair, report.Tool{Version: "test", Go: "go", Kind: "v0"}, t0())
 	first, err := checkpoint(res, run(rollout.StrategySurge, ""), both, 0, nil, t0().Add(time.Minute))
-	if err != nil || first.Outcome != certify.Incomplete || !strings.Contains(first.Incomplete, "the in-place run was still to come") {
+	if err != nil || first.Outcome != promise.Incomplete || !strings.Contains(first.Incomplete, "the in-place run was still to come") {
 		t.Errorf("after the first of two runs: %v, %s %q", err, first.Outcome, first.Incomplete)
 	}
 	res.Runs = append(res.Runs, run(rollout.StrategySurge, ""))
 	last, err := checkpoint(res, run(rollout.StrategyInPlace, "rollout.no-lost-writes"), both, 1, nil, t0().Add(2*time.Minute))
-	if err != nil || last.Outcome != certify.Fail || last.Incomplete != "" || len(last.Runs) != 2 {
+	if err != nil || last.Outcome != promise.Fail || last.Incomplete != "" || len(last.Runs) != 2 {
 		t.Errorf("after the last run: %v, %s %q", err, last.Outcome, last.Incomplete)
 	}
 	cut, err := checkpoint(res, run(rollout.StrategyInPlace, ""), both, 1, context.Canceled, t0().Add(2*time.Minute))
-	if err != nil || cut.Outcome != certify.Incomplete || !strings.Contains(cut.Incomplete, "interrupted in run 2 of 2 (context canceled)") {
+	if err != nil || cut.Outcome != promise.Incomplete || !strings.Contains(cut.Incomplete, "interrupted in run 2 of 2 (context canceled)") {
 		t.Errorf("interrupted: %v, %s %q", err, cut.Outcome, cut.Incomplete)
 	}
 	if len(res.Runs) != 1 {

@@ -8,9 +8,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/restarts"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 	"github.com/skewer-k8s/skewer/harness/sidecarchecks"
@@ -63,11 +63,11 @@ func (p Part) atOnce() int {
 // selection wants (any of IDs selected), and the plan of the phases, what
 // each strategy judges and docs/promises.md are derived from the checks.
 type Check struct {
-	IDs []certify.ID
+	IDs []promise.ID
 	// Also are promises the check judges in passing, first-hand elsewhere:
 	// its verdicts on them are kept (the worst of all counts), but
 	// selecting them does not run it.
-	Also []certify.ID
+	Also []promise.ID
 	// In are the parts that judge it, each when it runs; selecting the
 	// check makes the run take the first (rollout.membership is judged
 	// after every rollout, and asks for the rollout through).
@@ -81,7 +81,7 @@ type Check struct {
 	// (Words, on Nodes when it names them, else on any node): meant
 	// in its phase, and a restart of anything else is not.
 	Restarts func(*Env) Meaning
-	Judge    func(context.Context, *Env) []certify.Verdict
+	Judge    func(context.Context, *Env) []promise.Verdict
 }
 
 // Env is what a check is judged with: the run's cluster and input, and
@@ -89,9 +89,9 @@ type Check struct {
 // fixture). A part fills what it makes; the rest is nil.
 type Env struct {
 	C        *cluster.Cluster
-	Pair     certify.Pair
+	Pair     promise.Pair
 	Images   *nodeimage.Resolver
-	Budget   certify.Budget
+	Budget   promise.Budget
 	Strategy rollout.Strategy
 	Out      io.Writer
 	// Before is the object the transitions must leave intact.
@@ -110,19 +110,19 @@ type Env struct {
 	Monitor   *restarts.Monitor
 	Meant     func(restarts.Event) bool
 	// Measure records a measurement beside id's verdict.
-	Measure func(id certify.ID, format string, args ...any)
+	Measure func(id promise.ID, format string, args ...any)
 }
 
 // one is a check of one verdict as a check of several.
-func one(judge func(context.Context, *Env) certify.Verdict) func(context.Context, *Env) []certify.Verdict {
-	return func(ctx context.Context, e *Env) []certify.Verdict {
-		return []certify.Verdict{judge(ctx, e)}
+func one(judge func(context.Context, *Env) promise.Verdict) func(context.Context, *Env) []promise.Verdict {
+	return func(ctx context.Context, e *Env) []promise.Verdict {
+		return []promise.Verdict{judge(ctx, e)}
 	}
 }
 
 // inWindow is a check of the mixed window as a Judge.
-func inWindow(check func(context.Context, *cluster.Cluster, *Window) []certify.Verdict) func(context.Context, *Env) []certify.Verdict {
-	return func(ctx context.Context, e *Env) []certify.Verdict { return check(ctx, e.C, e.Window) }
+func inWindow(check func(context.Context, *cluster.Cluster, *Window) []promise.Verdict) func(context.Context, *Env) []promise.Verdict {
+	return func(ctx context.Context, e *Env) []promise.Verdict { return check(ctx, e.C, e.Window) }
 }
 
 // restartsControlPlane is a check's Restarts that names the control
@@ -172,8 +172,8 @@ func (in Input) sidecars(s rollout.Strategy) bool {
 }
 
 // idsIn are the promises the checks of parts judge, selected or not.
-func idsIn(parts ...Part) []certify.ID {
-	var out []certify.ID
+func idsIn(parts ...Part) []promise.ID {
+	var out []promise.ID
 	for _, c := range checks {
 		if slices.ContainsFunc(c.In, func(p Part) bool { return slices.Contains(parts, p) }) {
 			out = append(out, c.IDs...)
@@ -184,8 +184,8 @@ func idsIn(parts ...Part) []certify.ID {
 
 // checkedBy is what the run of strategy s judges; a promise no check
 // judges is a hole, and a test of the catalogue says so.
-func checkedBy(s rollout.Strategy) []certify.ID {
-	var out []certify.ID
+func checkedBy(s rollout.Strategy) []promise.ID {
+	var out []promise.ID
 	for i := range checks {
 		if checks[i].judges(s) {
 			out = append(out, checks[i].IDs...)
@@ -194,8 +194,8 @@ func checkedBy(s rollout.Strategy) []certify.ID {
 	return dedupe(out)
 }
 
-func dedupe(ids []certify.ID) []certify.ID {
-	var out []certify.ID
+func dedupe(ids []promise.ID) []promise.ID {
+	var out []promise.ID
 	for _, id := range ids {
 		if !slices.Contains(out, id) {
 			out = append(out, id)
@@ -232,7 +232,7 @@ func (r *run) judgeIn(ctx context.Context, p Part, e *Env) error {
 // judgeTogether runs the checks cs, n at a time, in the phase under way,
 // and keeps their verdicts in their order once all are done.
 func (r *run) judgeTogether(ctx context.Context, cs []*Check, e *Env, n int) {
-	results := make([][]certify.Verdict, len(cs))
+	results := make([][]promise.Verdict, len(cs))
 	slots := make(chan struct{}, n)
 	var wg sync.WaitGroup
 	for i, c := range cs {
@@ -267,10 +267,10 @@ func (r *run) meanRestarts(c *Check, e *Env) {
 
 // keepVerdicts keeps c's verdicts vs; a verdict on a promise c does not
 // declare (IDs, Also) is a fault of the check, and says so.
-func (r *run) keepVerdicts(c *Check, vs []certify.Verdict) {
+func (r *run) keepVerdicts(c *Check, vs []promise.Verdict) {
 	for _, v := range vs {
 		if !slices.Contains(c.IDs, v.ID) && !slices.Contains(c.Also, v.ID) {
-			v = certify.Errored(v.ID, "judged by the check of %v, which does not declare it", c.IDs)
+			v = promise.Errored(v.ID, "judged by the check of %v, which does not declare it", c.IDs)
 		}
 		r.judge(v)
 	}
@@ -278,7 +278,7 @@ func (r *run) keepVerdicts(c *Check, vs []certify.Verdict) {
 
 // cannot gives every promise the checks of parts judge the verdict
 // why(id): the part could not be reached (a window not opened).
-func (r *run) cannot(why func(certify.ID) certify.Verdict, parts ...Part) {
+func (r *run) cannot(why func(promise.ID) promise.Verdict, parts ...Part) {
 	for _, id := range idsIn(parts...) {
 		r.judge(why(id))
 	}

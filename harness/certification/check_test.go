@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 )
 
@@ -21,7 +21,7 @@ func TestChecksAreRegisteredWhole(t *testing.T) {
 			t.Errorf("check %d (%v): IDs, parts and a Judge are all needed", i, c.IDs)
 		}
 		for _, id := range slices.Concat(c.IDs, c.Also) {
-			if _, ok := certify.Lookup(id); !ok {
+			if _, ok := promise.Lookup(id); !ok {
 				t.Errorf("check %d judges %q, not a promise of the catalogue", i, id)
 			}
 		}
@@ -34,7 +34,7 @@ func TestChecksAreRegisteredWhole(t *testing.T) {
 	}
 	for _, s := range []rollout.Strategy{rollout.StrategySurge, rollout.StrategyInPlace} {
 		for p := partRefused; p <= partRun; p++ {
-			seen := map[certify.ID]bool{}
+			seen := map[promise.ID]bool{}
 			for _, c := range input(t).checksIn(p, s) {
 				for _, id := range c.IDs {
 					if seen[id] {
@@ -51,26 +51,26 @@ func TestChecksAreRegisteredWhole(t *testing.T) {
 // makes the run take its first part.
 func TestPartsRunTheSelectedChecks(t *testing.T) {
 	in := input(t)
-	in.Only = []certify.ID{"mvp.fault.black-hole"}
+	in.Only = []promise.ID{"mvp.fault.black-hole"}
 	got := in.checksIn(partFaults, rollout.StrategySurge)
 	if len(got) != 1 || got[0].IDs[0] != "mvp.fault.black-hole" {
 		t.Errorf("faults with --only mvp.fault.black-hole: %d checks, want the link's alone", len(got))
 	}
-	in.Only = []certify.ID{"rollout.membership"}
+	in.Only = []promise.ID{"rollout.membership"}
 	if !in.needs(partThrough, rollout.StrategySurge) || in.needs(partWindow, rollout.StrategySurge) {
 		t.Error("rollout.membership asks for the rollout through, and for no window")
 	}
 	if len(in.checksIn(partWindow, rollout.StrategySurge)) != 1 {
 		t.Error("rollout.membership is judged in the window when the window is taken anyway")
 	}
-	in.Only = []certify.ID{"sidecar.start.order"}
+	in.Only = []promise.ID{"sidecar.start.order"}
 	if in.needs(partSidecars, rollout.StrategyInPlace) || !in.needs(partSidecars, rollout.StrategySurge) {
 		t.Error("sidecar.start.order is the surge run's: the in-place run judges the Jobs alone")
 	}
 	if got := in.checksIn(partSidecars, rollout.StrategySurge); len(got) != 1 {
 		t.Errorf("--only sidecar.start.order runs %d sidecar checks, want its own alone", len(got))
 	}
-	in.Only = []certify.ID{"sidecar.worker-replaced"}
+	in.Only = []promise.ID{"sidecar.worker-replaced"}
 	if !in.sidecars(rollout.StrategySurge) || len(in.checksIn(partSidecars, rollout.StrategySurge)) != 0 {
 		t.Error("the worker's replacement takes the sidecar phase, and no other sidecar check")
 	}
@@ -80,22 +80,22 @@ func TestPartsRunTheSelectedChecks(t *testing.T) {
 // fault: that verdict is an error, never the pass it claims.
 func TestAJudgeJudgesOnlyItsOwn(t *testing.T) {
 	r := &run{in: input(t), out: io.Discard}
-	c := &Check{IDs: []certify.ID{"rollout.versions"}, In: []Part{partThrough}, Judge: func(context.Context, *Env) []certify.Verdict {
-		return []certify.Verdict{{ID: "rollout.versions", Outcome: certify.Pass}, {ID: "rollout.membership", Outcome: certify.Pass}}
+	c := &Check{IDs: []promise.ID{"rollout.versions"}, In: []Part{partThrough}, Judge: func(context.Context, *Env) []promise.Verdict {
+		return []promise.Verdict{{ID: "rollout.versions", Outcome: promise.Pass}, {ID: "rollout.membership", Outcome: promise.Pass}}
 	}}
 	r.judgeCheck(context.Background(), c, &Env{})
-	if got := r.verdicts["rollout.membership"]; got.Outcome != certify.Error {
+	if got := r.verdicts["rollout.membership"]; got.Outcome != promise.Error {
 		t.Errorf("an undeclared verdict kept as %+v", got)
 	}
-	c.Also = []certify.ID{"mvp.audit.complete"}
-	c.Judge = func(context.Context, *Env) []certify.Verdict {
-		return []certify.Verdict{{ID: "mvp.audit.complete", Outcome: certify.Pass}}
+	c.Also = []promise.ID{"mvp.audit.complete"}
+	c.Judge = func(context.Context, *Env) []promise.Verdict {
+		return []promise.Verdict{{ID: "mvp.audit.complete", Outcome: promise.Pass}}
 	}
 	r.judgeCheck(context.Background(), c, &Env{})
-	if got := r.verdicts["mvp.audit.complete"]; got.Outcome != certify.Pass {
+	if got := r.verdicts["mvp.audit.complete"]; got.Outcome != promise.Pass {
 		t.Errorf("a verdict the check judges in passing (Also): %+v", got)
 	}
-	if got := r.verdicts["rollout.versions"]; got.Outcome != certify.Pass {
+	if got := r.verdicts["rollout.versions"]; got.Outcome != promise.Pass {
 		t.Errorf("the declared verdict: %+v", got)
 	}
 }
@@ -108,7 +108,7 @@ func TestNoMonitorNoRestartVerdicts(t *testing.T) {
 		t.Fatalf("%d verdicts for %d promises", len(got), len(restartPromises))
 	}
 	for _, v := range got {
-		if v.Outcome != certify.Error {
+		if v.Outcome != promise.Error {
 			t.Errorf("%s without a monitor: %s", v.ID, v.Outcome)
 		}
 	}

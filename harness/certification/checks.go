@@ -11,9 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/discovery"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 	"github.com/skewer-k8s/skewer/harness/version"
 	"github.com/skewer-k8s/skewer/harness/wait"
@@ -24,16 +24,16 @@ import (
 // under a fault (answered, and how): it must have made one. The probes
 // make tens on a cadence; none made - the fault's window closed before
 // the first, a context cut short - proves nothing, and passes nothing.
-func underFault(id certify.ID, what string, n int) *certify.Verdict {
+func underFault(id promise.ID, what string, n int) *promise.Verdict {
 	if n >= 1 {
 		return nil
 	}
-	v := certify.NothingObserved(id, 1, what, n)
+	v := promise.NothingObserved(id, 1, what, n)
 	return &v
 }
 
-func fail(id certify.ID, format string, args ...any) certify.Verdict {
-	return certify.Verdict{ID: id, Outcome: certify.Fail, Reason: fmt.Sprintf(format, args...)}
+func fail(id promise.ID, format string, args ...any) promise.Verdict {
+	return promise.Verdict{ID: id, Outcome: promise.Fail, Reason: fmt.Sprintf(format, args...)}
 }
 
 // MarkBefore makes an object the end of the transitions must find intact.
@@ -70,17 +70,17 @@ func Intact(ctx context.Context, c *cluster.Cluster, before *corev1.ConfigMap) e
 
 // CheckMembership judges rollout.membership after a step: etcd members,
 // identity leases and load-balancer backends equal the control planes.
-func CheckMembership(ctx context.Context, c *cluster.Cluster, after string) certify.Verdict {
+func CheckMembership(ctx context.Context, c *cluster.Cluster, after string) promise.Verdict {
 	return membershipVerdict(after, rollout.CheckMembership(ctx, c))
 }
 
 // membershipVerdict judges rollout.membership after a step on how the
 // members compared with the control planes (rollout.CheckMembership).
-func membershipVerdict(after string, err error) certify.Verdict {
+func membershipVerdict(after string, err error) promise.Verdict {
 	if err != nil {
 		return fail("rollout.membership", "after %s: %v", after, err)
 	}
-	return certify.Verdict{ID: "rollout.membership", Outcome: certify.Pass, Evidence: []string{"after " + after}}
+	return promise.Verdict{ID: "rollout.membership", Outcome: promise.Pass, Evidence: []string{"after " + after}}
 }
 
 // allAt says which control planes' own apiservers report another version
@@ -111,7 +111,7 @@ func offVersion(versions map[string]version.Version, want version.Version) error
 
 // CheckVersions judges rollout.versions: every control plane's own
 // apiserver reports want, and the object from before is intact.
-func CheckVersions(ctx context.Context, c *cluster.Cluster, want version.Version, before *corev1.ConfigMap) certify.Verdict {
+func CheckVersions(ctx context.Context, c *cluster.Cluster, want version.Version, before *corev1.ConfigMap) promise.Verdict {
 	versions, err := allAt(ctx, c, want)
 	if err == nil {
 		err = Intact(ctx, c, before)
@@ -121,16 +121,16 @@ func CheckVersions(ctx context.Context, c *cluster.Cluster, want version.Version
 
 // versionsVerdict is id's verdict on the control planes' versions and
 // what was found wrong with them or with the object from before.
-func versionsVerdict(id certify.ID, versions map[string]version.Version, err error) certify.Verdict {
+func versionsVerdict(id promise.ID, versions map[string]version.Version, err error) promise.Verdict {
 	if err != nil {
 		return fail(id, "%v", err)
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{fmt.Sprint(versions)}}
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: []string{fmt.Sprint(versions)}}
 }
 
 // CheckRollback judges rollout.rollback: every control plane back at from,
 // the rollout record gone, the object from before intact.
-func CheckRollback(ctx context.Context, c *cluster.Cluster, from version.Version, before *corev1.ConfigMap) certify.Verdict {
+func CheckRollback(ctx context.Context, c *cluster.Cluster, from version.Version, before *corev1.ConfigMap) promise.Verdict {
 	versions, err := allAt(ctx, c, from)
 	if err == nil {
 		err = Intact(ctx, c, before)
@@ -155,7 +155,7 @@ func leftRecord(rec *rollout.Record, err error) error {
 // comparing their discovery, and every apiserver's peer-merged discovery
 // must show all of it within its budget (certify/discovery-converges). It returns those resources and how
 // long the merged views took to show them.
-func CheckDiscovery(ctx context.Context, c *cluster.Cluster, newer version.Version) (certify.Verdict, []discovery.Resource, time.Duration) {
+func CheckDiscovery(ctx context.Context, c *cluster.Cluster, newer version.Version) (promise.Verdict, []discovery.Resource, time.Duration) {
 	const id = "mvp.discovery.converges"
 	start := time.Now()
 	all, err := servers(ctx, c)
@@ -211,10 +211,10 @@ func lacks(server string, merged discovery.Set, err error, only []discovery.Reso
 // convergedVerdict judges mvp.discovery.converges on the wait for every
 // merged view to show only (err: it did not, within its budget), which
 // took took.
-func convergedVerdict(newer version.Version, only []discovery.Resource, took time.Duration, err error) certify.Verdict {
+func convergedVerdict(newer version.Version, only []discovery.Resource, took time.Duration, err error) promise.Verdict {
 	const id = "mvp.discovery.converges"
 	if err != nil {
 		return fail(id, "%v", err)
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{fmt.Sprintf("%d resource(s) only %s serves, in every merged view after %s", len(only), newer, took.Round(100*time.Millisecond))}}
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: []string{fmt.Sprintf("%d resource(s) only %s serves, in every merged view after %s", len(only), newer, took.Round(100*time.Millisecond))}}
 }

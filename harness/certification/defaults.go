@@ -9,9 +9,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/faults"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/version"
 )
 
@@ -39,11 +39,11 @@ func gateBeta(v version.Version) bool { return v.Major() > 1 || v.Minor() >= 36 
 // its window, whose entry is always of the newer version: a pair from
 // 1.35 judges it on a 1.36 server there (the rollout leaves the gate
 // unset on the servers it deploys at 1.36 and later).
-func CheckBetaDefault(ctx context.Context, c *cluster.Cluster, w *Window) certify.Verdict {
+func CheckBetaDefault(ctx context.Context, c *cluster.Cluster, w *Window) promise.Verdict {
 	const id = "mvp.defaults.beta"
 	old := w.Old[0]
 	if !gateBeta(old.Version) {
-		return certify.Verdict{ID: id, Outcome: certify.NotApplicable, Reason: fmt.Sprintf(
+		return promise.Verdict{ID: id, Outcome: promise.NotApplicable, Reason: fmt.Sprintf(
 			"the entry %s runs %s, where the gate is alpha and must be set: no default to prove", old.Name, old.Version)}
 	}
 	node, err := c.Node(ctx, old.Name)
@@ -56,7 +56,7 @@ func CheckBetaDefault(ctx context.Context, c *cluster.Cluster, w *Window) certif
 	}
 	for _, f := range flags {
 		if strings.HasPrefix(f, "--feature-gates=") && strings.Contains(f, proxyGate) {
-			return certify.Verdict{ID: id, Outcome: certify.NotApplicable, Reason: fmt.Sprintf(
+			return promise.Verdict{ID: id, Outcome: promise.NotApplicable, Reason: fmt.Sprintf(
 				"%s (%s) does not run on the gate's default: it is set (%s)", old.Name, old.Version, f)}
 		}
 	}
@@ -87,7 +87,7 @@ func CheckBetaDefault(ctx context.Context, c *cluster.Cluster, w *Window) certif
 	if v := betaWithoutCA(old.Name, w.Resource.Key(), on, lerr); v != nil {
 		return *v
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: []string{
 		fmt.Sprintf("the gate unset on %s (%s), which reports it on (kubernetes_feature_enabled 1) and serves %s by forwarding", old.Name, old.Version, w.Resource.Key()),
 		fmt.Sprintf("restarted without --peer-ca-file, the gate still on: %s answers the false 404 for %s (its /readyz then: %s)",
 			old.Name, w.Resource.Key(), readiness),
@@ -100,7 +100,7 @@ func CheckBetaDefault(ctx context.Context, c *cluster.Cluster, w *Window) certif
 // --peer-ca-file, the gate on by default: it reports the gate (on) and
 // must answer the list of key (lerr) with the false 404 of a server with
 // no proxy. Nil when it did.
-func betaWithoutCA(entry, key string, on float64, lerr error) *certify.Verdict {
+func betaWithoutCA(entry, key string, on float64, lerr error) *promise.Verdict {
 	if apierrors.IsNotFound(lerr) && on == 1 {
 		return nil
 	}

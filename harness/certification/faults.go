@@ -13,10 +13,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/faults"
 	"github.com/skewer-k8s/skewer/harness/metrics"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/traffic"
 	"github.com/skewer-k8s/skewer/harness/version"
 	"github.com/skewer-k8s/skewer/harness/wait"
@@ -25,7 +25,7 @@ import (
 const peerProxyErrors = "apiserver_peer_proxy_errors_total"
 
 // FaultPromises are the promises CheckPeerKilled judges.
-var FaultPromises = []certify.ID{"mvp.fault.peer-killed", "mvp.metrics.peer-proxy-errors"}
+var FaultPromises = []promise.ID{"mvp.fault.peer-killed", "mvp.metrics.peer-proxy-errors"}
 
 // countsPeerProxyErrors says whether an apiserver of v counts
 // apiserver_peer_proxy_errors_total: the proxy's handler has it since
@@ -141,12 +141,12 @@ func messages(as []Attempt) []string {
 //     how long that took is measured.
 //
 // The apiserver is started again before it returns, whatever happened.
-func CheckPeerKilled(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Verdict {
+func CheckPeerKilled(ctx context.Context, c *cluster.Cluster, w *Window) []promise.Verdict {
 	id, metricID := FaultPromises[0], FaultPromises[1]
 	old, dead := w.Old[0], w.New[0]
 	alone := len(w.New) == 1
-	failBoth := func(format string, args ...any) []certify.Verdict {
-		return []certify.Verdict{fail(id, format, args...), fail(metricID, format, args...)}
+	failBoth := func(format string, args ...any) []promise.Verdict {
+		return []promise.Verdict{fail(id, format, args...), fail(metricID, format, args...)}
 	}
 	if _, err := w.RouteWorks(ctx, "default"); err != nil {
 		return failBoth("%v", err)
@@ -197,9 +197,9 @@ func CheckPeerKilled(ctx context.Context, c *cluster.Cluster, w *Window) []certi
 	v, lastFailed := killedVerdict(old.Name, dead.Name, as, alone, rebuiltAt, ev)
 	if !alone {
 		v.Evidence = append(v.Evidence, fmt.Sprintf("%s served every request from +%s on (the last that was not served)", w.New[1].Name, lastFailed.Round(100*time.Millisecond)))
-		return []certify.Verdict{v}
+		return []promise.Verdict{v}
 	}
-	return []certify.Verdict{v, peerProxyErrorsMoved(old, before, after, serr)}
+	return []promise.Verdict{v, peerProxyErrorsMoved(old, before, after, serr)}
 }
 
 // CausePeerCacheRebuilt is the cause of a false 404 from an old apiserver
@@ -212,7 +212,7 @@ const CausePeerCacheRebuilt = traffic.CausePeerCacheRebuilt
 // killedVerdict judges mvp.fault.peer-killed on the attempts made
 // through entry with dead killed (judgeKilled), ev being what was seen;
 // it also says when the last one that was not served began.
-func killedVerdict(entry, dead string, as []Attempt, alone bool, rebuilt time.Time, ev []string) (certify.Verdict, time.Duration) {
+func killedVerdict(entry, dead string, as []Attempt, alone bool, rebuilt time.Time, ev []string) (promise.Verdict, time.Duration) {
 	const id = "mvp.fault.peer-killed"
 	if v := underFault(id, "requests through "+entry+" with "+dead+" killed", len(as)); v != nil {
 		return *v, 0
@@ -230,10 +230,10 @@ func killedVerdict(entry, dead string, as []Attempt, alone bool, rebuilt time.Ti
 	}
 	bad, causes, lastFailed := judgeKilled(as, alone, rebuilt)
 	if len(bad) > 0 {
-		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Causes: causes,
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev, Causes: causes,
 			Reason: fmt.Sprintf("%d of %d requests through %s with %s killed: %s", len(bad), len(as), entry, dead, strings.Join(bad[:min(3, len(bad))], "; "))}, lastFailed
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}, lastFailed
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: ev}, lastFailed
 }
 
 // judgeKilled says which of the attempts made with a capable peer killed
@@ -244,7 +244,7 @@ func killedVerdict(entry, dead string, as []Attempt, alone bool, rebuilt time.Ti
 // unknown), and when the last one that was not served began.
 func judgeKilled(as []Attempt, alone bool, rebuilt time.Time) (bad, causes []string, lastFailed time.Duration) {
 	for _, a := range as {
-		cause := certify.UnknownCause
+		cause := promise.UnknownCause
 		switch {
 		case a.Code == 0 || a.Took > answerBound:
 			bad = append(bad, "no answer within "+answerBound.String()+": "+a.String())
@@ -300,7 +300,7 @@ func notFoundCauses(as []Attempt, at time.Time, cause string) []string {
 		if after(a, at) {
 			out = append(out, cause)
 		} else {
-			out = append(out, certify.UnknownCause)
+			out = append(out, promise.UnknownCause)
 		}
 	}
 	return out
@@ -355,10 +355,10 @@ func firstRebuildWithout(logs, id string) (string, time.Time) {
 // scrapes around the peer-killed fault with no other capable peer: once
 // the dead peer's address record expired, every request failed to resolve
 // it (type endpoint_resolution).
-func peerProxyErrorsMoved(old Server, before, after metrics.Snapshot, scrapeErr error) certify.Verdict {
+func peerProxyErrorsMoved(old Server, before, after metrics.Snapshot, scrapeErr error) promise.Verdict {
 	const id = "mvp.metrics.peer-proxy-errors"
 	if !countsPeerProxyErrors(old.Version) {
-		return certify.Inapplicable(id, "the older apiservers (%s) have no %s: the proxy's handler counts it since v1.36", old.Version, peerProxyErrors)
+		return promise.Inapplicable(id, "the older apiservers (%s) have no %s: the proxy's handler counts it since v1.36", old.Version, peerProxyErrors)
 	}
 	if scrapeErr != nil {
 		return fail(id, "scrape of %s after the fault: %v", old.Name, scrapeErr)
@@ -372,10 +372,10 @@ func peerProxyErrorsMoved(old Server, before, after metrics.Snapshot, scrapeErr 
 	sort.Strings(series)
 	ev := fmt.Sprintf("%s{type=endpoint_resolution} on %s moved by %g; series after: %v", peerProxyErrors, old.Name, moved, series)
 	if moved == 0 {
-		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: []string{ev},
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: []string{ev},
 			Reason: fmt.Sprintf("%s{type=endpoint_resolution} on %s did not move while its only capable peer's address could not be resolved", peerProxyErrors, old.Name)}
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{ev}}
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: []string{ev}}
 }
 
 // CheckPeerStopped judges mvp.fault.peer-stopped in a window with two
@@ -387,10 +387,10 @@ func peerProxyErrorsMoved(old Server, before, after metrics.Snapshot, scrapeErr 
 // (another capable peer serves it) and no answer slower than answerBound;
 // after that, 10 lists are each served, all by the remaining peers. The
 // apiserver is started again before it returns.
-func CheckPeerStopped(ctx context.Context, c *cluster.Cluster, w *Window) certify.Verdict {
+func CheckPeerStopped(ctx context.Context, c *cluster.Cluster, w *Window) promise.Verdict {
 	const id = "mvp.fault.peer-stopped"
 	if len(w.New) < 2 {
-		return certify.Errored(id, "the check needs a window with two newer apiservers; this one has %d: no next capable peer", len(w.New))
+		return promise.Errored(id, "the check needs a window with two newer apiservers; this one has %d: no next capable peer", len(w.New))
 	}
 	old, gone, rest := w.Old[0], w.New[0], w.New[1:]
 	if _, err := w.RouteWorks(ctx, "default"); err != nil {
@@ -416,7 +416,7 @@ func CheckPeerStopped(ctx context.Context, c *cluster.Cluster, w *Window) certif
 	ev := []string{fmt.Sprintf("20 lists of %s through %s, served by %s", w.Resource.Key(), old.Name, tally(spread))}
 	for _, p := range w.New {
 		if !slices.Contains(spread, p.Name) {
-			return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev,
+			return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev,
 				Reason: fmt.Sprintf("%s forwarded none of 20 lists to the capable peer %s", old.Name, p.Name)}
 		}
 	}
@@ -434,7 +434,7 @@ func CheckPeerStopped(ctx context.Context, c *cluster.Cluster, w *Window) certif
 		after, err = lists(10)
 		return err
 	}); err != nil {
-		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Reason: fmt.Sprintf("with %s stopped: %v", gone.Name, err)}
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev, Reason: fmt.Sprintf("with %s stopped: %v", gone.Name, err)}
 	}
 	ev = append(ev, fmt.Sprintf("%s: through %s every 500 ms for 20 s: %v; %s", stop.Name(), old.Name, Codes(as), strings.Join(messages(as), ", ")),
 		fmt.Sprintf("then 10 lists through %s, served by %s", old.Name, tally(after)))
@@ -445,7 +445,7 @@ func CheckPeerStopped(ctx context.Context, c *cluster.Cluster, w *Window) certif
 // capable peer gone stopped and rest serving: the attempts made through
 // the entry meanwhile (as) and the servers that logged the lists made
 // after them; ev is the evidence so far.
-func stoppedVerdict(gone string, rest []string, as []Attempt, after, ev []string) certify.Verdict {
+func stoppedVerdict(gone string, rest []string, as []Attempt, after, ev []string) promise.Verdict {
 	const id = "mvp.fault.peer-stopped"
 	if v := underFault(id, "requests through the entry with "+gone+" stopped", len(as)); v != nil {
 		return *v
@@ -466,8 +466,8 @@ func stoppedVerdict(gone string, rest []string, as []Attempt, after, ev []string
 		bad = append(bad, fmt.Sprintf("the stopped %s logged a request after its stop", gone))
 	}
 	if len(bad) > 0 {
-		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev,
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev,
 			Reason: fmt.Sprintf("with %s stopped and %v serving: %s", gone, rest, strings.Join(bad[:min(3, len(bad))], "; "))}
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: ev}
 }

@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/skewer-k8s/skewer/harness/audit"
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/metrics"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/version"
 )
 
@@ -54,19 +54,19 @@ func TestJudgeKilled(t *testing.T) {
 	// line has none, and a hang never does.
 	as := []Attempt{a(0, 5*ms, 503), a(8*time.Second, ms, 404), a(9*time.Second, 12*time.Second, 503)}
 	_, causes, _ := judgeKilled(as, true, t0.Add(7*time.Second))
-	if strings.Join(causes, ",") != CausePeerCacheRebuilt+","+certify.UnknownCause {
+	if strings.Join(causes, ",") != CausePeerCacheRebuilt+","+promise.UnknownCause {
 		t.Errorf("causes: %v", causes)
 	}
 	_, causes, _ = judgeKilled(as[:2], true, time.Time{})
-	if strings.Join(causes, ",") != certify.UnknownCause {
+	if strings.Join(causes, ",") != promise.UnknownCause {
 		t.Errorf("a 404 with no rebuild logged: causes %v", causes)
 	}
 	_, causes, _ = judgeKilled(as[:2], true, t0.Add(9*time.Second))
-	if strings.Join(causes, ",") != certify.UnknownCause {
+	if strings.Join(causes, ",") != promise.UnknownCause {
 		t.Errorf("a 404 answered before the rebuild was logged: causes %v", causes)
 	}
 	early := []Attempt{a(2*time.Second, ms, 404), a(8*time.Second, ms, 404), a(9*time.Second, ms, 503)}
-	if got := strings.Join(notFoundCauses(early, t0.Add(5*time.Second), CausePeerCacheRebuilt), ","); got != certify.UnknownCause+","+CausePeerCacheRebuilt {
+	if got := strings.Join(notFoundCauses(early, t0.Add(5*time.Second), CausePeerCacheRebuilt), ","); got != promise.UnknownCause+","+CausePeerCacheRebuilt {
 		t.Errorf("untrusted peer, one 404 before the rebuild and one after: %s", got)
 	}
 }
@@ -99,19 +99,19 @@ func TestPeerProxyErrorsMoved(t *testing.T) {
 	after := parse(start + "# TYPE apiserver_peer_proxy_errors_total counter\n" +
 		`apiserver_peer_proxy_errors_total{group="g",resource="r",type="endpoint_resolution",version="v1"} 12` + "\n")
 	v136, v135 := Server{Name: "cp1", Version: version.MustParse("v1.36.3")}, Server{Name: "cp1", Version: version.MustParse("v1.35.4")}
-	if v := peerProxyErrorsMoved(v136, before, after, nil); v.Outcome != certify.Pass || !strings.Contains(v.Evidence[0], "moved by 12") {
+	if v := peerProxyErrorsMoved(v136, before, after, nil); v.Outcome != promise.Pass || !strings.Contains(v.Evidence[0], "moved by 12") {
 		t.Errorf("moved by 12: %+v", v)
 	}
-	if v := peerProxyErrorsMoved(v136, before, before, nil); v.Outcome != certify.Fail || !strings.Contains(v.Reason, "not exported") {
+	if v := peerProxyErrorsMoved(v136, before, before, nil); v.Outcome != promise.Fail || !strings.Contains(v.Reason, "not exported") {
 		t.Errorf("never incremented on a 1.36 server: %+v", v)
 	}
-	if v := peerProxyErrorsMoved(v135, before, before, nil); v.Outcome != certify.NotApplicable {
+	if v := peerProxyErrorsMoved(v135, before, before, nil); v.Outcome != promise.NotApplicable {
 		t.Errorf("a 1.35 server has no such metric: %+v", v)
 	}
-	if v := peerProxyErrorsMoved(v136, before, nil, errors.New("refused")); v.Outcome != certify.Fail {
+	if v := peerProxyErrorsMoved(v136, before, nil, errors.New("refused")); v.Outcome != promise.Fail {
 		t.Errorf("a failed scrape: %+v", v)
 	}
-	for _, v := range []certify.Verdict{peerProxyErrorsMoved(v136, before, after, nil), peerProxyErrorsMoved(v135, before, before, nil)} {
+	for _, v := range []promise.Verdict{peerProxyErrorsMoved(v136, before, after, nil), peerProxyErrorsMoved(v135, before, before, nil)} {
 		if err := v.Validate(); err != nil {
 			t.Error(err)
 		}
@@ -203,18 +203,18 @@ func TestBlackHoleResetAtTheDeadline(t *testing.T) {
 		name  string
 		tried map[string]Attempt
 		ended func(string) (*audit.Event, error)
-		want  certify.Outcome
+		want  promise.Outcome
 	}{
-		{"answered 503 at the deadline", map[string]Attempt{"list": list, "create": reset}, ended(503, 10001*time.Millisecond), certify.Waived},
-		{"answered 504 at the deadline", map[string]Attempt{"list": list, "create": reset}, ended(504, 10001*time.Millisecond), certify.Waived},
-		{"answered before the deadline", map[string]Attempt{"list": list, "create": reset}, ended(503, 2*time.Second), certify.Fail},
-		{"answered 201", map[string]Attempt{"list": list, "create": reset}, ended(201, 10001*time.Millisecond), certify.Fail},
-		{"not in the audit log", map[string]Attempt{"list": list, "create": reset}, noAudit, certify.Fail},
-		{"reset, and a 404 besides", map[string]Attempt{"list": attempt(0, time.Millisecond, 404), "create": reset}, ended(503, 10001*time.Millisecond), certify.Fail},
+		{"answered 503 at the deadline", map[string]Attempt{"list": list, "create": reset}, ended(503, 10001*time.Millisecond), promise.Waived},
+		{"answered 504 at the deadline", map[string]Attempt{"list": list, "create": reset}, ended(504, 10001*time.Millisecond), promise.Waived},
+		{"answered before the deadline", map[string]Attempt{"list": list, "create": reset}, ended(503, 2*time.Second), promise.Fail},
+		{"answered 201", map[string]Attempt{"list": list, "create": reset}, ended(201, 10001*time.Millisecond), promise.Fail},
+		{"not in the audit log", map[string]Attempt{"list": list, "create": reset}, noAudit, promise.Fail},
+		{"reset, and a 404 besides", map[string]Attempt{"list": attempt(0, time.Millisecond, 404), "create": reset}, ended(503, 10001*time.Millisecond), promise.Fail},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := holeVerdict("black hole cp1 -> cp5", "x/v1/ys", "cp1", 15*time.Second, tc.tried, tc.ended)
-			if v.Outcome != certify.Fail {
+			if v.Outcome != promise.Fail {
 				t.Fatalf("got %s (%s), want fail before the waivers", v.Outcome, v.Reason)
 			}
 			if got := ws.Apply(v, false); got.Outcome != tc.want {

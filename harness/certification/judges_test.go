@@ -7,8 +7,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/discovery"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 	"github.com/skewer-k8s/skewer/harness/version"
 )
@@ -19,11 +19,11 @@ func TestJudgesPassWhatHolds(t *testing.T) {
 	ms := time.Millisecond
 	v136 := version.MustParse("v1.36.3")
 	start := parseMetrics(t, "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds 100\n")
-	must := func(v *certify.Verdict, id certify.ID) certify.Verdict {
+	must := func(v *promise.Verdict, id promise.ID) promise.Verdict {
 		if v != nil {
 			return *v
 		}
-		return certify.Verdict{ID: id, Outcome: certify.Pass}
+		return promise.Verdict{ID: id, Outcome: promise.Pass}
 	}
 	killed, _ := killedVerdict("cp1", "cp4", []Attempt{attempt(0, 5*ms, 503), attempt(16*time.Second, 3*ms, 503)}, true, time.Time{}, nil)
 	_, route := watched("cp1", delivered("ADDED w-1", "MODIFIED w-1", "DELETED w-1"), []string{"ADDED w-1", "MODIFIED w-1", "DELETED w-1"}, time.After(time.Second))
@@ -33,7 +33,7 @@ func TestJudgesPassWhatHolds(t *testing.T) {
 	versions := map[string]version.Version{"cp1": v136, "cp2": v136}
 	only := []discovery.Resource{{Group: "x", Version: "v1", Resource: "ys"}}
 	names, backends := []string{"cp1", "cp2", "cp3"}, []string{"cp1:6443", "cp2:6443", "cp3:6443"}
-	for _, v := range []certify.Verdict{
+	for _, v := range []promise.Verdict{
 		killed,
 		stoppedVerdict("cp4", []string{"cp5"}, []Attempt{attempt(0, 5*ms, 200), attempt(time.Second, 3*ms, 200)}, []string{"cp5"}, nil),
 		holeVerdict("black hole", "x/v1/ys", "cp1", 65*time.Second, map[string]Attempt{"list": attempt(0, time.Minute, 504), "create": attempt(0, 3*ms, 503)}, noAudit),
@@ -63,7 +63,7 @@ func TestJudgesPassWhatHolds(t *testing.T) {
 		must(unchanged("a rollout", "same", "same"), "rollout.refuses-bad-input"),
 		recoveredVerdict(nil, "same", "same", time.Minute, versions),
 	} {
-		if v.Outcome != certify.Pass {
+		if v.Outcome != promise.Pass {
 			t.Errorf("%s %s: %s", v.ID, v.Outcome, v.Reason)
 		}
 	}
@@ -78,11 +78,11 @@ func TestFloors(t *testing.T) {
 	w := &Window{Old: []Server{{Name: "cp1"}}, New: []Server{{Name: "cp4"}}}
 	c := logs(t, map[string][]string{"cp1": {}, "cp4": {}})
 	for _, v := range append(CheckAudit(t.Context(), c, w, nil), FinalStages("cp1", nil, nil)...) {
-		if v.Outcome != certify.Fail || !strings.HasPrefix(v.Reason, "nothing observed") {
+		if v.Outcome != promise.Fail || !strings.HasPrefix(v.Reason, "nothing observed") {
 			t.Errorf("no proxied request: %s %s: %s", v.ID, v.Outcome, v.Reason)
 		}
 	}
-	if v := CheckRunAudit(nil); v.Outcome != certify.Fail || !strings.HasPrefix(v.Reason, "nothing observed") {
+	if v := CheckRunAudit(nil); v.Outcome != promise.Fail || !strings.HasPrefix(v.Reason, "nothing observed") {
 		t.Errorf("no audit log: %+v", v)
 	}
 }
@@ -95,7 +95,7 @@ func TestFaultChecksNeedARequest(t *testing.T) {
 	// With another capable peer, only requests past the dead one's
 	// address TTL show it served: early ones alone prove nothing.
 	killedEarly, _ := killedVerdict("cp1", "cp4", []Attempt{attempt(0, 5*ms, 200), attempt(time.Second, 3*ms, 200)}, false, time.Time{}, nil)
-	for _, v := range []certify.Verdict{
+	for _, v := range []promise.Verdict{
 		killedAlone,
 		killedEarly,
 		stoppedVerdict("cp4", []string{"cp5"}, nil, []string{"cp5"}, nil),
@@ -105,7 +105,7 @@ func TestFaultChecksNeedARequest(t *testing.T) {
 		forgedLeaseVerdict(forgedLeaseSeen{lease: "kube-apiserver-skewer-forged-1", entry: "cp1", node: "cp1"}),
 		untrustedVerdict(untrustedSeen{fault: "untrusted serving cp4", key: "x/v1/ys", entry: "cp1", peer: "cp4"}, func() (string, time.Time, error) { return "", time.Time{}, nil }),
 	} {
-		if v.Outcome != certify.Fail || !strings.HasPrefix(v.Reason, "nothing observed") {
+		if v.Outcome != promise.Fail || !strings.HasPrefix(v.Reason, "nothing observed") {
 			t.Errorf("%s on no request: %s %q, want a failure, nothing observed", v.ID, v.Outcome, v.Reason)
 		}
 	}

@@ -12,9 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/metrics"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/wait"
 )
 
@@ -35,7 +35,7 @@ const peerDiscoverySyncErrors = "apiserver_peer_discovery_sync_errors_total"
 // The Lease is deleted before it returns; a 1.36+ entry server's
 // peer-discovery sync errors are measured, as the forged peer's address
 // cannot be resolved.
-func CheckForgedLease(ctx context.Context, c *cluster.Cluster, w *Window) certify.Verdict {
+func CheckForgedLease(ctx context.Context, c *cluster.Cluster, w *Window) promise.Verdict {
 	const id = "mvp.trust.forged-lease"
 	old := w.Old[0]
 	if _, err := w.RouteWorks(ctx, "default"); err != nil {
@@ -120,7 +120,7 @@ type forgedLeaseSeen struct {
 
 // forgedLeaseVerdict judges mvp.trust.forged-lease on what was seen; more
 // is evidence (the entry's peer-discovery sync errors).
-func forgedLeaseVerdict(in forgedLeaseSeen, more ...string) certify.Verdict {
+func forgedLeaseVerdict(in forgedLeaseSeen, more ...string) promise.Verdict {
 	const id = "mvp.trust.forged-lease"
 	if v := underFault(id, "lists through "+in.entry+" with the Lease forged", in.lists); v != nil {
 		return *v
@@ -135,10 +135,10 @@ func forgedLeaseVerdict(in forgedLeaseSeen, more ...string) certify.Verdict {
 	ev := append([]string{fmt.Sprintf("Lease kube-system/%s forged (identity label, peer-advertise-address %s:%d): %d lists through %s in 10 s, served by %v; %d packets to %s",
 		in.lease, decoy, cluster.APIServerPort, in.lists, in.entry, tally(in.where), in.packets, decoy)}, more...)
 	if len(bad) > 0 {
-		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev,
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev,
 			Reason: fmt.Sprintf("with a forged identity Lease in kube-system: %s", strings.Join(bad[:min(3, len(bad))], "; "))}
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: ev}
 }
 
 // tally counts names: "a x3, b x2".

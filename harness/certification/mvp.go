@@ -23,10 +23,10 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/discovery"
 	"github.com/skewer-k8s/skewer/harness/metrics"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 	"github.com/skewer-k8s/skewer/harness/version"
 	"github.com/skewer-k8s/skewer/harness/wait"
@@ -153,7 +153,7 @@ func (w *Window) RouteWorks(ctx context.Context, ns string) (time.Duration, erro
 }
 
 // ProxyPromises are the Mixed Version Proxy's promises CheckProxy judges.
-var ProxyPromises = []certify.ID{"mvp.route.no-false-forwarding", "mvp.route.loop-guard", "mvp.metrics.rerouted", "mvp.route.verbs",
+var ProxyPromises = []promise.ID{"mvp.route.no-false-forwarding", "mvp.route.loop-guard", "mvp.metrics.rerouted", "mvp.route.verbs",
 	"mvp.trust.identity", "mvp.trust.uid", "mvp.trust.forged-headers", "mvp.trust.rbac-at-entry", "mvp.scope.crd-apiservice", "mvp.audit.complete", "mvp.audit.final-stage", "mvp.audit.watch-final-stage"}
 
 // CheckProxy judges every one of ProxyPromises in the window, from a
@@ -163,9 +163,9 @@ var ProxyPromises = []certify.ID{"mvp.route.no-false-forwarding", "mvp.route.loo
 // The window and how long the route took to work are the first evidence
 // of mvp.route.verbs. When the route never works, mvp.route.verbs fails
 // with what the server answered, and the others could not be judged.
-func CheckProxy(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Verdict {
+func CheckProxy(ctx context.Context, c *cluster.Cluster, w *Window) []promise.Verdict {
 	const ns = "default"
-	var vs []certify.Verdict
+	var vs []promise.Verdict
 	took, err := w.RouteWorks(ctx, ns)
 	if err != nil {
 		// The route itself is mvp.route.verbs's promise: it failed. The
@@ -174,7 +174,7 @@ func CheckProxy(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Ve
 			if id == "mvp.route.verbs" {
 				vs = append(vs, fail(id, "%v", err))
 			} else {
-				vs = append(vs, certify.Errored(id, "the proxy never routed the window's resource, so this could not be judged: %v", err))
+				vs = append(vs, promise.Errored(id, "the proxy never routed the window's resource, so this could not be judged: %v", err))
 			}
 		}
 		return vs
@@ -242,7 +242,7 @@ func servers(ctx context.Context, c *cluster.Cluster) ([]Server, error) {
 // back at the older version: the object from before is intact, and the
 // resource only the newer version served answers a true 404 on every
 // apiserver, which serves it itself (no other apiserver logs it).
-func CheckAllOld(ctx context.Context, c *cluster.Cluster, r discovery.Resource, before *corev1.ConfigMap) certify.Verdict {
+func CheckAllOld(ctx context.Context, c *cluster.Cluster, r discovery.Resource, before *corev1.ConfigMap) promise.Verdict {
 	const id = "mvp.rollback.all-old"
 	if err := Intact(ctx, c, before); err != nil {
 		return fail(id, "%v", err)
@@ -264,14 +264,14 @@ func CheckAllOld(ctx context.Context, c *cluster.Cluster, r discovery.Resource, 
 			return fail(id, "after the rollback: %v", err)
 		}
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: []string{
 		fmt.Sprintf("the object from before intact; %s: 404 on %v, each logged by the server asked alone", r.Key(), names(all))}}
 }
 
 // goneAfterRollback judges mvp.rollback.all-old on how s, once every
 // control plane is back at the older version, answered for r, the
 // resource only the newer version served: nil when with a true 404.
-func goneAfterRollback(r discovery.Resource, s Server, got error) *certify.Verdict {
+func goneAfterRollback(r discovery.Resource, s Server, got error) *promise.Verdict {
 	if apierrors.IsNotFound(got) {
 		return nil
 	}
@@ -343,7 +343,7 @@ func (w *Window) mark(obj *unstructured.Unstructured, run, ns string) {
 // object of the resource only get, list and watch can be routed, and the
 // promise is an error, saying which file to add. The audit IDs of the
 // requests through the older apiserver go to ids, for CheckAudit.
-func CheckRouteVerbs(ctx context.Context, w *Window, ns string, ids *auditIDs) certify.Verdict {
+func CheckRouteVerbs(ctx context.Context, w *Window, ns string, ids *auditIDs) promise.Verdict {
 	const id = "mvp.route.verbs"
 	old, peer := w.Old[0], w.New[0]
 	key := w.Resource.Key()
@@ -363,7 +363,7 @@ func CheckRouteVerbs(ctx context.Context, w *Window, ns string, ids *auditIDs) c
 		if _, err := api.List(ctx, selector); err != nil {
 			return fail(id, "list %s through %s (%s): %v", key, old.Name, old.Version, err)
 		}
-		return certify.Verdict{ID: id, Outcome: certify.Error,
+		return promise.Verdict{ID: id, Outcome: promise.Error,
 			Reason:   fmt.Sprintf("no sample object of %s (add one at %s): create, update, patch and delete cannot be routed without one", key, samplePath(w.Resource)),
 			Evidence: []string{fmt.Sprintf("list %s through %s (%s): 200", key, old.Name, old.Version)}}
 	}
@@ -445,7 +445,7 @@ func CheckRouteVerbs(ctx context.Context, w *Window, ns string, ids *auditIDs) c
 	if failed != nil {
 		return *failed
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: []string{
 		fmt.Sprintf("%s through %s (%s) alone: %s, watch delivered %s; %s (%s) read the same object", key, old.Name, old.Version,
 			strings.Join(done, ", "), strings.Join(seen, ", "), peer.Name, peer.Version)}}
 }
@@ -454,7 +454,7 @@ func CheckRouteVerbs(ctx context.Context, w *Window, ns string, ids *auditIDs) c
 // every one of want came, and says what it delivered; when not all of
 // want came (the watch ended, or deadline, 20 s on, passed), the failure
 // of mvp.route.verbs.
-func watched(entry string, events <-chan string, want []string, deadline <-chan time.Time) ([]string, *certify.Verdict) {
+func watched(entry string, events <-chan string, want []string, deadline <-chan time.Time) ([]string, *promise.Verdict) {
 	const id = "mvp.route.verbs"
 	var seen []string
 	for len(missing(want, seen)) > 0 {
@@ -501,7 +501,7 @@ func scrape(ctx context.Context, s Server) (metrics.Snapshot, error) {
 // exist, through an older apiserver, answer 404 from the newer peer (a
 // code nothing else in a quiet cluster provokes), and the older server's
 // rerouted counter for code 404 moves by exactly n.
-func CheckRerouted(ctx context.Context, w *Window, ns string, n int) certify.Verdict {
+func CheckRerouted(ctx context.Context, w *Window, ns string, n int) promise.Verdict {
 	const id = "mvp.metrics.rerouted"
 	old := w.Old[0]
 	api, err := w.api(old, ns)
@@ -527,7 +527,7 @@ func CheckRerouted(ctx context.Context, w *Window, ns string, n int) certify.Ver
 
 // reroutedVerdict judges mvp.metrics.rerouted on entry's scrapes before
 // and after n gets of missing objects of key forwarded through it.
-func reroutedVerdict(entry, key string, n int, before, after metrics.Snapshot) certify.Verdict {
+func reroutedVerdict(entry, key string, n int, before, after metrics.Snapshot) promise.Verdict {
 	const id = "mvp.metrics.rerouted"
 	moved, err := metrics.Delta(before, after, rerouted, map[string]string{"code": "404"})
 	if err != nil {
@@ -535,10 +535,10 @@ func reroutedVerdict(entry, key string, n int, before, after metrics.Snapshot) c
 	}
 	ev := fmt.Sprintf("%s{code=404} on %s moved by %g for %d gets of missing %s; series after: %v", rerouted, entry, moved, n, key, after.Series(rerouted))
 	if moved != float64(n) {
-		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: []string{ev},
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: []string{ev},
 			Reason: fmt.Sprintf("%s{code=404} on %s moved by %g, not by the %d requests it forwarded", rerouted, entry, moved, n)}
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{ev}}
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: []string{ev}}
 }
 
 // CheckNoFalseForwarding judges mvp.route.no-false-forwarding: on every
@@ -549,7 +549,7 @@ func reroutedVerdict(entry, key string, n int, before, after metrics.Snapshot) c
 // that never forwarded since it started, as a newer one in the window),
 // the audit logs alone prove it; the first older server, which the route
 // check went through, must export it.
-func CheckNoFalseForwarding(ctx context.Context, c *cluster.Cluster, w *Window) certify.Verdict {
+func CheckNoFalseForwarding(ctx context.Context, c *cluster.Cluster, w *Window) promise.Verdict {
 	const id = "mvp.route.no-false-forwarding"
 	r := w.Resource
 	paths := []string{"/apis/nothing.skewer.io/v1/things", "/apis/" + r.Group + "/" + r.Version + "/skewernothings", "/apis/" + r.Group + "/v999/" + r.Resource}
@@ -583,17 +583,17 @@ func CheckNoFalseForwarding(ctx context.Context, c *cluster.Cluster, w *Window) 
 			return fail(id, "%v", err)
 		}
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{fmt.Sprintf("%v: 404 on %s, each logged by the server asked alone", paths, strings.Join(ev, ", "))}}
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: []string{fmt.Sprintf("%v: 404 on %s, each logged by the server asked alone", paths, strings.Join(ev, ", "))}}
 }
 
 // unmoved judges mvp.route.no-false-forwarding on server's rerouted
 // counter before and after it was asked for paths no server serves:
 // what it says for the evidence, or the failure. A server other than the
 // first older one (mayLack) may not export the counter at all.
-func unmoved(server string, mayLack bool, paths []string, before, after metrics.Snapshot) (string, *certify.Verdict) {
+func unmoved(server string, mayLack bool, paths []string, before, after metrics.Snapshot) (string, *promise.Verdict) {
 	const id = "mvp.route.no-false-forwarding"
 	d, err := metrics.Delta(before, after, rerouted, map[string]string{"code": "404"})
-	var v certify.Verdict
+	var v promise.Verdict
 	switch {
 	case errors.Is(err, metrics.ErrNotExported) && mayLack:
 		return server + " (counter not exported: never forwarded)", nil
@@ -611,7 +611,7 @@ func unmoved(server string, mayLack bool, paths []string, before, after metrics.
 // of an older apiserver with X-Kubernetes-Peer-Proxied: true is answered
 // by that server itself (404, its counter unmoved), and the same request
 // unmarked is forwarded (200): the mark, not the resource, made the 404.
-func CheckLoopGuard(ctx context.Context, w *Window) certify.Verdict {
+func CheckLoopGuard(ctx context.Context, w *Window) promise.Verdict {
 	const id = "mvp.route.loop-guard"
 	old := w.Old[0]
 	cs, err := old.client()
@@ -636,7 +636,7 @@ func CheckLoopGuard(ctx context.Context, w *Window) certify.Verdict {
 // loopGuardVerdict judges mvp.route.loop-guard on how old answered path
 // marked proxied (marked) and its scrapes around it; unmarked asks for the
 // same path unmarked, once the marked request held.
-func loopGuardVerdict(old Server, path string, marked error, before, after metrics.Snapshot, unmarked func() error) certify.Verdict {
+func loopGuardVerdict(old Server, path string, marked error, before, after metrics.Snapshot, unmarked func() error) promise.Verdict {
 	const id = "mvp.route.loop-guard"
 	if !apierrors.IsNotFound(marked) {
 		return fail(id, "%s marked proxied, through %s (%s): %v, want its own 404", path, old.Name, old.Version, marked)
@@ -651,7 +651,7 @@ func loopGuardVerdict(old Server, path string, marked error, before, after metri
 	if err := unmarked(); err != nil {
 		return fail(id, "%s unmarked, through %s: %v, want it forwarded", path, old.Name, err)
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: []string{
 		fmt.Sprintf("%s through %s: marked proxied 404, counter unmoved; unmarked 200", path, old.Name)}}
 }
 
@@ -684,7 +684,7 @@ const (
 // by every apiserver itself, and an APIService without a backend answers
 // 503 within fastFail on every apiserver; neither is forwarded (no other
 // apiserver logs the requests).
-func CheckScope(ctx context.Context, c *cluster.Cluster, w *Window) certify.Verdict {
+func CheckScope(ctx context.Context, c *cluster.Cluster, w *Window) promise.Verdict {
 	const id = "mvp.scope.crd-apiservice"
 	admin, err := w.Old[0].client()
 	if err != nil {
@@ -751,19 +751,19 @@ func CheckScope(ctx context.Context, c *cluster.Cluster, w *Window) certify.Verd
 		}
 		ev = append(ev, fmt.Sprintf("%s: widgets 200, APIService 503 in %s", s.Name, took.Round(time.Millisecond)))
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: append(ev, "each logged by the server asked alone")}
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: append(ev, "each logged by the server asked alone")}
 }
 
 // scopeAnswers judges mvp.scope.crd-apiservice on how s answered for
 // the CRD's widgets (crdErr) and for the APIService without a backend
 // (aggErr, after took): nil when both held.
-func scopeAnswers(s Server, crdErr, aggErr error, took time.Duration) *certify.Verdict {
+func scopeAnswers(s Server, crdErr, aggErr error, took time.Duration) *promise.Verdict {
 	const id = "mvp.scope.crd-apiservice"
 	var code int32
 	if st, ok := aggErr.(apierrors.APIStatus); ok {
 		code = st.Status().Code
 	}
-	var v certify.Verdict
+	var v promise.Verdict
 	switch {
 	case crdErr != nil:
 		v = fail(id, "a CRD's widgets on %s (%s): %v", s.Name, s.Version, crdErr)

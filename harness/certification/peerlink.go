@@ -17,14 +17,14 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/skewer-k8s/skewer/harness/audit"
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/faults"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/wait"
 )
 
 // LinkPromises are the promises CheckPeerLink judges.
-var LinkPromises = []certify.ID{"mvp.fault.black-hole", "mvp.fault.slow-link", "mvp.fault.no-duplicate-write"}
+var LinkPromises = []promise.ID{"mvp.fault.black-hole", "mvp.fault.slow-link", "mvp.fault.no-duplicate-write"}
 
 // Bounds of the peer-link faults.
 const (
@@ -81,10 +81,10 @@ type linkRun struct {
 //     travels back. An error without a sample object of the resource.
 //
 // Every fault is reverted before it returns, whatever happened.
-func CheckPeerLink(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Verdict {
+func CheckPeerLink(ctx context.Context, c *cluster.Cluster, w *Window) []promise.Verdict {
 	holeID, slowID, dupID := LinkPromises[0], LinkPromises[1], LinkPromises[2]
-	failAll := func(format string, args ...any) []certify.Verdict {
-		return []certify.Verdict{fail(holeID, format, args...), fail(slowID, format, args...), fail(dupID, format, args...)}
+	failAll := func(format string, args ...any) []promise.Verdict {
+		return []promise.Verdict{fail(holeID, format, args...), fail(slowID, format, args...), fail(dupID, format, args...)}
 	}
 	l := &linkRun{c: c, w: w, run: fmt.Sprintf("link-%x", time.Now().UnixNano()&0xffffffffff)}
 	var err error
@@ -108,16 +108,16 @@ func CheckPeerLink(ctx context.Context, c *cluster.Cluster, w *Window) []certify
 
 	hole, holeMade := l.blackHole(ctx)
 	slow, slowMade := l.slowLink(ctx)
-	dup := certify.Errored(dupID, "no sample object of %s (add one at %s): no write to make", w.Resource.Key(), samplePath(w.Resource))
+	dup := promise.Errored(dupID, "no sample object of %s (add one at %s): no write to make", w.Resource.Key(), samplePath(w.Resource))
 	if l.obj != nil {
 		dup = dupVerdict(holeMade, slowMade)
 	}
-	return []certify.Verdict{hole, slow, dup}
+	return []promise.Verdict{hole, slow, dup}
 }
 
 // dupVerdict judges mvp.fault.no-duplicate-write on what the writes
 // under the faults made.
-func dupVerdict(made ...written) certify.Verdict {
+func dupVerdict(made ...written) promise.Verdict {
 	const id = "mvp.fault.no-duplicate-write"
 	var said []string
 	for _, w := range made {
@@ -125,10 +125,10 @@ func dupVerdict(made ...written) certify.Verdict {
 	}
 	for _, w := range made {
 		if w.bad {
-			return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: said, Reason: w.said}
+			return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: said, Reason: w.said}
 		}
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: said}
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: said}
 }
 
 // blackHoleBound is how long a request through an apiserver run with
@@ -301,7 +301,7 @@ func (l *linkRun) cleanUp(ctx context.Context) {
 // blackHole judges mvp.fault.black-hole and says what the write made.
 // Each request names its own Audit-ID, so the entry's audit log says how
 // the entry ended a request whose client got no answer it could read.
-func (l *linkRun) blackHole(ctx context.Context) (certify.Verdict, written) {
+func (l *linkRun) blackHole(ctx context.Context) (promise.Verdict, written) {
 	const id = "mvp.fault.black-hole"
 	apis := map[string]dynamic.ResourceInterface{}
 	auditIDs := map[string]string{}
@@ -369,7 +369,7 @@ const CauseTimeoutAbort = "timeout-aborted-response"
 // tried through entry under the fault named fault ended, bound being
 // blackHoleBound of the entry's flags; ended reads the entry's final audit
 // event of an attempt by its audit ID, for an attempt that got no answer.
-func holeVerdict(fault, key, entry string, bound time.Duration, tried map[string]Attempt, ended func(auditID string) (*audit.Event, error)) certify.Verdict {
+func holeVerdict(fault, key, entry string, bound time.Duration, tried map[string]Attempt, ended func(auditID string) (*audit.Event, error)) promise.Verdict {
 	const id = "mvp.fault.black-hole"
 	if v := underFault(id, "requests through "+entry+" under "+fault, len(tried)); v != nil {
 		return *v
@@ -384,7 +384,7 @@ func holeVerdict(fault, key, entry string, bound time.Duration, tried map[string
 		switch {
 		case a.Code == 404:
 			bad = append(bad, fmt.Sprintf("%s answered 404 (a false 404: the resource exists): %s", what, a))
-			causes = append(causes, certify.UnknownCause)
+			causes = append(causes, promise.UnknownCause)
 		case a.Code == 0 && a.Took < bound:
 			bad = append(bad, fmt.Sprintf("%s: want an explicit 503 or the entry's 504 timeout: %s", what, a))
 			cause, said := abortedAtDeadline(entry, a, ended)
@@ -392,17 +392,17 @@ func holeVerdict(fault, key, entry string, bound time.Duration, tried map[string
 			ev = append(ev, said)
 		case a.Code != 503 && a.Code != 504:
 			bad = append(bad, fmt.Sprintf("%s: want an explicit 503 or the entry's 504 timeout: %s", what, a))
-			causes = append(causes, certify.UnknownCause)
+			causes = append(causes, promise.UnknownCause)
 		case a.Took >= bound:
 			bad = append(bad, fmt.Sprintf("%s answered after %s, past the bound %s: %s", what, a.Took.Round(100*time.Millisecond), bound, a))
-			causes = append(causes, certify.UnknownCause)
+			causes = append(causes, promise.UnknownCause)
 		}
 	}
 	ev = append(ev, fmt.Sprintf("bound %s: the deadline each request asked for (?timeout=%s) or %s's --request-timeout if shorter, and %s", bound, holeDeadline, entry, holeMargin))
 	if len(bad) > 0 {
-		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Causes: causes, Reason: strings.Join(bad, "; ")}
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev, Causes: causes, Reason: strings.Join(bad, "; ")}
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: ev}
 }
 
 // abortedAtDeadline is the cause of an attempt through entry that got no
@@ -411,14 +411,14 @@ func holeVerdict(fault, key, entry string, bound time.Duration, tried map[string
 // 504 no earlier than the deadline it asked for; unknown otherwise.
 func abortedAtDeadline(entry string, a Attempt, ended func(auditID string) (*audit.Event, error)) (cause, said string) {
 	if a.AuditID == "" {
-		return certify.UnknownCause, "no audit ID to look the request up by"
+		return promise.UnknownCause, "no audit ID to look the request up by"
 	}
 	e, err := ended(a.AuditID)
 	switch {
 	case err != nil:
-		return certify.UnknownCause, fmt.Sprintf("%s's audit log: %v", entry, err)
+		return promise.UnknownCause, fmt.Sprintf("%s's audit log: %v", entry, err)
 	case e == nil:
-		return certify.UnknownCause, fmt.Sprintf("%s's audit log has no final stage for %s", entry, a.AuditID)
+		return promise.UnknownCause, fmt.Sprintf("%s's audit log has no final stage for %s", entry, a.AuditID)
 	}
 	code := int32(0)
 	if e.ResponseStatus != nil {
@@ -429,12 +429,12 @@ func abortedAtDeadline(entry string, a Attempt, ended func(auditID string) (*aud
 	if e.Stage == auditv1.StageResponseComplete && (code == 503 || code == 504) && took >= holeDeadline-100*time.Millisecond {
 		return CauseTimeoutAbort, said + ": the entry answered at the deadline, and its timeout filter reset the stream of the answer under way"
 	}
-	return certify.UnknownCause, said
+	return promise.UnknownCause, said
 }
 
 // slowLink judges mvp.fault.slow-link and says what the write between the
 // timeouts made.
-func (l *linkRun) slowLink(ctx context.Context) (certify.Verdict, written) {
+func (l *linkRun) slowLink(ctx context.Context) (promise.Verdict, written) {
 	const id = "mvp.fault.slow-link"
 	slow := func(d time.Duration) *faults.SlowLink { return &faults.SlowLink{From: l.old, To: l.peer, Delay: d} }
 	var seen slowSeen
@@ -505,7 +505,7 @@ type slowSeen struct {
 }
 
 // slowVerdict judges mvp.fault.slow-link on what was seen through entry.
-func slowVerdict(entry string, seen slowSeen) certify.Verdict {
+func slowVerdict(entry string, seen slowSeen) promise.Verdict {
 	const id = "mvp.fault.slow-link"
 	var bad, ev, took []string
 	for _, a := range seen.below {
@@ -526,9 +526,9 @@ func slowVerdict(entry string, seen slowSeen) certify.Verdict {
 		bad = append(bad, fmt.Sprintf("%s: want an explicit 503 within %s (past the TLS handshake timeout): %s", seen.aboveFault, slowAboveBound, seen.above))
 	}
 	if len(bad) > 0 {
-		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Reason: strings.Join(bad, "; ")}
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev, Reason: strings.Join(bad, "; ")}
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: ev}
 }
 
 // CauseNoCapablePeer is why an older apiserver answers 404 for a resource
@@ -572,11 +572,11 @@ func leaseGone(ctx context.Context, c *cluster.Cluster, id string) (time.Time, s
 // the peer's identity Lease was seen gone, and the Lease was still gone
 // when the probing ended. The apiserver is started again before it
 // returns.
-func CheckOnlyPeerGone(ctx context.Context, c *cluster.Cluster, w *Window) certify.Verdict {
+func CheckOnlyPeerGone(ctx context.Context, c *cluster.Cluster, w *Window) promise.Verdict {
 	const id = "mvp.fault.only-peer-gone"
 	const d, timeout = 30 * time.Second, 35 * time.Second
 	if len(w.New) != 1 {
-		return certify.Errored(id, "the check needs a window with one newer apiserver; this one has %d", len(w.New))
+		return promise.Errored(id, "the check needs a window with one newer apiserver; this one has %d", len(w.New))
 	}
 	old, gone := w.Old[0], w.New[0]
 	node, err := c.Node(ctx, gone.Name)
@@ -585,7 +585,7 @@ func CheckOnlyPeerGone(ctx context.Context, c *cluster.Cluster, w *Window) certi
 	}
 	peerID, err := identityLease(ctx, c, gone.Name)
 	if err != nil {
-		return certify.Errored(id, "%v", err)
+		return promise.Errored(id, "%v", err)
 	}
 	f := &faults.StopAPIServer{Node: node}
 	var as []Attempt
@@ -612,7 +612,7 @@ func CheckOnlyPeerGone(ctx context.Context, c *cluster.Cluster, w *Window) certi
 // through entry, each given timeout, with its only capable peer gone
 // stopped, goneAt being when the peer's identity Lease was seen gone (zero
 // if it was not, or came back); ev is what was seen.
-func onlyGoneVerdict(entry, gone string, as []Attempt, timeout time.Duration, goneAt time.Time, ev []string) certify.Verdict {
+func onlyGoneVerdict(entry, gone string, as []Attempt, timeout time.Duration, goneAt time.Time, ev []string) promise.Verdict {
 	const id = "mvp.fault.only-peer-gone"
 	if v := underFault(id, "requests through "+entry+" with "+gone+" stopped", len(as)); v != nil {
 		return *v
@@ -623,10 +623,10 @@ func onlyGoneVerdict(entry, gone string, as []Attempt, timeout time.Duration, go
 		switch {
 		case a.Took >= timeout || a.Code == 0:
 			bad = append(bad, "no answer: "+a.String())
-			causes = append(causes, certify.UnknownCause)
+			causes = append(causes, promise.UnknownCause)
 		case a.Code == 200:
 			bad = append(bad, "served although nothing serves it: "+a.String())
-			causes = append(causes, certify.UnknownCause)
+			causes = append(causes, promise.UnknownCause)
 		}
 	}
 	if n := codes[404]; n > 0 {
@@ -634,8 +634,8 @@ func onlyGoneVerdict(entry, gone string, as []Attempt, timeout time.Duration, go
 		causes = append(causes, notFoundCauses(as, goneAt, CauseNoCapablePeer)...)
 	}
 	if len(bad) > 0 {
-		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Causes: causes,
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev, Causes: causes,
 			Reason: fmt.Sprintf("with its only capable peer %s stopped, %s: %s", gone, entry, strings.Join(bad[:min(3, len(bad))], "; "))}
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: ev}
 }

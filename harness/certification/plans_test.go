@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 )
 
@@ -22,7 +22,7 @@ func plans(t *testing.T) string {
 		for _, s := range []rollout.Strategy{rollout.StrategySurge, rollout.StrategyInPlace} {
 			var judged []string
 			for _, v := range plan[s] {
-				if v.Outcome == certify.Pass {
+				if v.Outcome == promise.Pass {
 					judged = append(judged, string(v.ID))
 				}
 			}
@@ -34,17 +34,17 @@ func plans(t *testing.T) string {
 		}
 	}
 	render("all", input(t))
-	for _, p := range certify.Catalogue() {
+	for _, p := range promise.Catalogue() {
 		in := input(t)
-		in.Only = []certify.ID{p.ID}
+		in.Only = []promise.ID{p.ID}
 		render("--only "+string(p.ID), in)
 	}
-	for _, area := range certify.Areas() {
+	for _, area := range promise.Areas() {
 		in := input(t)
 		in.Shard = []string{area}
 		render("--shard "+area, in)
 	}
-	for _, skip := range [][]certify.ID{trafficPromises, {"mvp.discovery.converges"}, {"rollout.membership", "rollout.versions"}} {
+	for _, skip := range [][]promise.ID{trafficPromises, {"mvp.discovery.converges"}, {"rollout.membership", "rollout.versions"}} {
 		in := input(t)
 		in.Skip = skip
 		render(fmt.Sprintf("--skip %v", skip), in)

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 )
 
@@ -13,7 +13,7 @@ import (
 // each promise and the waivers that may cover it, rendered from the code
 // (a test keeps the file equal to it), so the page cannot drift from what
 // certify does.
-func PromisesDoc(ws certify.Waivers) string {
+func PromisesDoc(ws promise.Waivers) string {
 	var b strings.Builder
 	b.WriteString("# The promises skewer certifies\n\n" +
 		"Generated from the code (`harness/certify` catalogue, `harness/certification` runs,\n" +
@@ -21,7 +21,7 @@ func PromisesDoc(ws certify.Waivers) string {
 		"writes it again. A promise has one verdict per run: pass, fail, waived, error,\n" +
 		"not-applicable or not-selected (README, \"Using it\").\n")
 	area := ""
-	for _, p := range certify.Catalogue() {
+	for _, p := range promise.Catalogue() {
 		if a, _, _ := strings.Cut(string(p.ID), "."); a != area {
 			area = a
 			fmt.Fprintf(&b, "\n## %s\n\n| promise | statement | judged by | waiver |\n|---|---|---|---|\n", area)

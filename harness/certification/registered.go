@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/restarts"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 	"github.com/skewer-k8s/skewer/harness/sidecarchecks"
@@ -17,49 +17,49 @@ import (
 // Promises each part of the run judges first-hand, beside the checks'
 // own lists (ProxyPromises, LinkPromises, ...).
 var (
-	trafficPromises = []certify.ID{"rollout.no-lost-writes", "rollout.no-missed-watch-events", "rollout.no-false-404", "rollout.no-false-403", "rollout.disruption-budget"}
-	restartPromises = []certify.ID{"cluster.no-unexpected-restarts", "cluster.nodes-stay-ready"}
+	trafficPromises = []promise.ID{"rollout.no-lost-writes", "rollout.no-missed-watch-events", "rollout.no-false-404", "rollout.no-false-403", "rollout.disruption-budget"}
+	restartPromises = []promise.ID{"cluster.no-unexpected-restarts", "cluster.nodes-stay-ready"}
 )
 
 // checks are every check certify runs, in the order each part runs its
 // own: what the runner, the plan of the phases and docs/promises.md know
 // of them.
 var checks = append([]Check{
-	{IDs: []certify.ID{"rollout.refuses-bad-input"}, In: []Part{partRefused},
+	{IDs: []promise.ID{"rollout.refuses-bad-input"}, In: []Part{partRefused},
 		Phase: func(*Env) string { return "rollouts the input forbids, each refused" },
-		Judge: one(func(ctx context.Context, e *Env) certify.Verdict { return CheckRefusesBadInput(ctx, e.C, e.Pair) })},
-	{IDs: []certify.ID{"rollout.interrupted-recovers"}, In: []Part{partInterrupted},
+		Judge: one(func(ctx context.Context, e *Env) promise.Verdict { return CheckRefusesBadInput(ctx, e.C, e.Pair) })},
+	{IDs: []promise.ID{"rollout.interrupted-recovers"}, In: []Part{partInterrupted},
 		Phase: func(e *Env) string {
 			return fmt.Sprintf("a rollout to %s cut short mid-join, then rolled back", e.Pair.To)
 		},
 		Restarts: func(*Env) Meaning { return Meaning{Words: []string{restarts.ControlPlane}} },
-		Judge: one(func(ctx context.Context, e *Env) certify.Verdict {
+		Judge: one(func(ctx context.Context, e *Env) promise.Verdict {
 			return CheckInterruptedRecovers(ctx, e.C, e.Pair, e.Images, e.Before, e.Out)
 		})},
 	// After every rollout; selected, it asks for the rollout through.
-	{IDs: []certify.ID{"rollout.membership"}, In: []Part{partThrough, partWindow, partRollback, partWindowTwo},
-		Judge: one(func(ctx context.Context, e *Env) certify.Verdict { return CheckMembership(ctx, e.C, e.After) })},
-	{IDs: []certify.ID{"mvp.discovery.converges"}, In: []Part{partWindow, partWindowTwo}, Judge: judgeDiscovery},
+	{IDs: []promise.ID{"rollout.membership"}, In: []Part{partThrough, partWindow, partRollback, partWindowTwo},
+		Judge: one(func(ctx context.Context, e *Env) promise.Verdict { return CheckMembership(ctx, e.C, e.After) })},
+	{IDs: []promise.ID{"mvp.discovery.converges"}, In: []Part{partWindow, partWindowTwo}, Judge: judgeDiscovery},
 	{IDs: ProxyPromises, In: []Part{partProxy}, Judge: inWindow(CheckProxy)},
-	{IDs: []certify.ID{"mvp.trust.forged-lease"}, In: []Part{partProxy},
-		Judge: one(func(ctx context.Context, e *Env) certify.Verdict { return CheckForgedLease(ctx, e.C, e.Window) })},
+	{IDs: []promise.ID{"mvp.trust.forged-lease"}, In: []Part{partProxy},
+		Judge: one(func(ctx context.Context, e *Env) promise.Verdict { return CheckForgedLease(ctx, e.C, e.Window) })},
 	{IDs: LinkPromises, In: []Part{partFaults},
 		Phase: func(e *Env) string {
 			return fmt.Sprintf("faults: the link %s -> %s black-holed, then slowed", e.Window.Old[0].Name, e.Window.New[0].Name)
 		},
 		Judge: inWindow(CheckPeerLink)},
-	{IDs: []certify.ID{"mvp.fault.only-peer-gone"}, In: []Part{partFaults},
+	{IDs: []promise.ID{"mvp.fault.only-peer-gone"}, In: []Part{partFaults},
 		Phase: func(e *Env) string {
 			return fmt.Sprintf("fault: %s's apiserver stopped, the only one serving %s", e.Window.New[0].Name, e.Window.Resource.Key())
 		},
 		Restarts: restartsControlPlane(newPeer),
-		Judge:    one(func(ctx context.Context, e *Env) certify.Verdict { return CheckOnlyPeerGone(ctx, e.C, e.Window) })},
-	{IDs: []certify.ID{"mvp.trust.untrusted-peer"}, In: []Part{partFaults},
+		Judge:    one(func(ctx context.Context, e *Env) promise.Verdict { return CheckOnlyPeerGone(ctx, e.C, e.Window) })},
+	{IDs: []promise.ID{"mvp.trust.untrusted-peer"}, In: []Part{partFaults},
 		Phase: func(e *Env) string {
 			return fmt.Sprintf("fault: %s serving a certificate the peer CA did not sign", newPeer(e))
 		},
 		Restarts: restartsControlPlane(newPeer),
-		Judge:    one(func(ctx context.Context, e *Env) certify.Verdict { return CheckUntrustedPeer(ctx, e.C, e.Window) })},
+		Judge:    one(func(ctx context.Context, e *Env) promise.Verdict { return CheckUntrustedPeer(ctx, e.C, e.Window) })},
 	{IDs: FaultPromises, In: []Part{partFaults},
 		Phase:    func(e *Env) string { return fmt.Sprintf("fault: %s killed (SIGKILL, not restarted)", newPeer(e)) },
 		Restarts: restartsControlPlane(newPeer),
@@ -72,38 +72,38 @@ var checks = append([]Check{
 	// window is the split of the servers, a pair with none gets it too.
 	// Its routing is judged as window one's is, with the rerouted count and
 	// the audit trail of the same requests.
-	{IDs: VariantPromises, In: []Part{partVariant}, Also: slices.Concat([]certify.ID{"mvp.metrics.rerouted"}, auditPromises),
+	{IDs: VariantPromises, In: []Part{partVariant}, Also: slices.Concat([]promise.ID{"mvp.metrics.rerouted"}, auditPromises),
 		Phase: func(e *Env) string {
 			return fmt.Sprintf("the runtime-config variant: %s off on %s; the gate's Beta default there", variantGroupVersion, newPeer(e))
 		},
 		Restarts: restartsControlPlane(newPeer),
 		Judge:    inWindow(CheckRuntimeConfig)},
-	{IDs: []certify.ID{"rollout.rollback"}, In: []Part{partRollback},
-		Judge: one(func(ctx context.Context, e *Env) certify.Verdict {
+	{IDs: []promise.ID{"rollout.rollback"}, In: []Part{partRollback},
+		Judge: one(func(ctx context.Context, e *Env) promise.Verdict {
 			return CheckRollback(ctx, e.C, e.Pair.From, e.Before)
 		})},
-	{IDs: []certify.ID{allOld}, In: []Part{partRollback}, Judge: one(judgeAllOld)},
+	{IDs: []promise.ID{allOld}, In: []Part{partRollback}, Judge: one(judgeAllOld)},
 	// Window two's faults: each a phase of its own, as in window one.
-	{IDs: []certify.ID{"mvp.fault.peer-stopped"}, In: []Part{partTwoFaults},
+	{IDs: []promise.ID{"mvp.fault.peer-stopped"}, In: []Part{partTwoFaults},
 		Phase: func(e *Env) string {
 			return fmt.Sprintf("fault: %s's apiserver stopped, one of two capable peers", newPeer(e))
 		},
 		Restarts: restartsControlPlane(newPeer),
-		Judge:    one(func(ctx context.Context, e *Env) certify.Verdict { return CheckPeerStopped(ctx, e.C, e.Window) })},
+		Judge:    one(func(ctx context.Context, e *Env) promise.Verdict { return CheckPeerStopped(ctx, e.C, e.Window) })},
 	{IDs: FaultPromises, In: []Part{partTwoFaults},
 		Phase:    func(e *Env) string { return fmt.Sprintf("fault: %s killed, one of two capable peers", newPeer(e)) },
 		Restarts: restartsControlPlane(newPeer),
 		Judge:    inWindow(CheckPeerKilled)},
-	{IDs: []certify.ID{"rollout.versions"}, In: []Part{partThrough},
-		Judge: one(func(ctx context.Context, e *Env) certify.Verdict { return CheckVersions(ctx, e.C, e.Pair.To, e.Before) })},
+	{IDs: []promise.ID{"rollout.versions"}, In: []Part{partThrough},
+		Judge: one(func(ctx context.Context, e *Env) promise.Verdict { return CheckVersions(ctx, e.C, e.Pair.To, e.Before) })},
 	{IDs: trafficPromises, In: []Part{partTraffic}, Judge: judgeTraffic},
 	// Kubelets are the same either way: the in-place run judges the Jobs
 	// alone, the surge run every sidecar promise (sidecarChecks).
-	{IDs: []certify.ID{"sidecar.job.completes"}, In: []Part{partSidecars}, Strategy: rollout.StrategyInPlace,
-		Judge: one(func(ctx context.Context, e *Env) certify.Verdict { return e.Sidecars.CheckJobs(ctx) })},
+	{IDs: []promise.ID{"sidecar.job.completes"}, In: []Part{partSidecars}, Strategy: rollout.StrategyInPlace,
+		Judge: one(func(ctx context.Context, e *Env) promise.Verdict { return e.Sidecars.CheckJobs(ctx) })},
 	{IDs: restartPromises, In: []Part{partRun}, Judge: judgeRestarts},
-	{IDs: []certify.ID{"mvp.audit.run-complete"}, In: []Part{partRun},
-		Judge: one(func(_ context.Context, e *Env) certify.Verdict { return RunAudit(e.C) })},
+	{IDs: []promise.ID{"mvp.audit.run-complete"}, In: []Part{partRun},
+		Judge: one(func(_ context.Context, e *Env) promise.Verdict { return RunAudit(e.C) })},
 }, sidecarChecks()...)
 
 // sidecarChecks are the sidecar checks as the surge run's: those that
@@ -111,7 +111,7 @@ var checks = append([]Check{
 func sidecarChecks() []Check {
 	check := func(sc sidecarchecks.Check, p Part) Check {
 		c := Check{IDs: sc.IDs, In: []Part{p}, Strategy: rollout.StrategySurge,
-			Judge: func(ctx context.Context, e *Env) []certify.Verdict { return sc.Run(e.Sidecars, ctx) }}
+			Judge: func(ctx context.Context, e *Env) []promise.Verdict { return sc.Run(e.Sidecars, ctx) }}
 		if sc.Crashes {
 			// Crashed on purpose: a sidecar restarted alone, a migration's breach.
 			c.Restarts = func(*Env) Meaning { return Meaning{Words: []string{sidecarchecks.CrashingSidecar}} }
@@ -132,18 +132,18 @@ func oldPeer(e *Env) string { return e.Window.Old[0].Name }
 
 // judgeDiscovery judges mvp.discovery.converges after the rollout that
 // opened a window, and measures how long the merged discovery took.
-func judgeDiscovery(ctx context.Context, e *Env) []certify.Verdict {
+func judgeDiscovery(ctx context.Context, e *Env) []promise.Verdict {
 	v, newer, took := CheckDiscovery(ctx, e.C, e.Pair.To)
 	e.Measure(v.ID, "after %s: %d resource(s) only %s serves %v; every apiserver's merged discovery showed them %s after the rollout paused",
 		e.After, len(newer), e.Pair.To, newer, took.Round(100*time.Millisecond))
-	return []certify.Verdict{v}
+	return []promise.Verdict{v}
 }
 
 const allOld = "mvp.rollback.all-old"
 
 // judgeAllOld judges mvp.rollback.all-old on the resource of window one,
 // with what a client kept of that window measured beside it.
-func judgeAllOld(ctx context.Context, e *Env) certify.Verdict {
+func judgeAllOld(ctx context.Context, e *Env) promise.Verdict {
 	if e.Stranded != nil {
 		for _, m := range e.Stranded.AfterRollback(ctx, e.C) {
 			e.Measure(allOld, "%s", m)
@@ -156,19 +156,19 @@ func judgeAllOld(ctx context.Context, e *Env) certify.Verdict {
 }
 
 // judgeTraffic judges the traffic's promises on its summary.
-func judgeTraffic(_ context.Context, e *Env) []certify.Verdict {
+func judgeTraffic(_ context.Context, e *Env) []promise.Verdict {
 	sum := e.Traffic
-	var out []certify.Verdict
+	var out []promise.Verdict
 	for _, v := range sum.Verdicts() {
 		switch {
 		case v.ID != "rollout.no-false-404" || sum.NewAPIProbed:
 		case errors.Is(e.WindowErr, ErrNothingToRoute):
-			v = certify.Inapplicable(v.ID, "%v: no request can meet a false 404", e.WindowErr)
+			v = promise.Inapplicable(v.ID, "%v: no request can meet a false 404", e.WindowErr)
 		case e.Strategy == rollout.StrategyInPlace:
 			// Probing from the first newer apiserver on found a false
 			// 404 no detector explains yet (session 17): judged in
 			// place once that cause is found, see docs/status.md.
-			v = certify.Inapplicable(v.ID, "in place alone the traffic knows no collection only %s serves when it starts; certify both strategies and the in-place run probes the one the surge run's mixed window found", e.Pair.To)
+			v = promise.Inapplicable(v.ID, "in place alone the traffic knows no collection only %s serves when it starts; certify both strategies and the in-place run probes the one the surge run's mixed window found", e.Pair.To)
 		}
 		out = append(out, v)
 	}
@@ -181,11 +181,11 @@ func judgeTraffic(_ context.Context, e *Env) []certify.Verdict {
 // judgeRestarts judges what the restart monitor saw over the whole run,
 // against what the phases meant; a monitor that did not start saw
 // nothing, and proves nothing.
-func judgeRestarts(_ context.Context, e *Env) []certify.Verdict {
+func judgeRestarts(_ context.Context, e *Env) []promise.Verdict {
 	if e.Monitor == nil {
-		var out []certify.Verdict
+		var out []promise.Verdict
 		for _, id := range restartPromises {
-			out = append(out, certify.Errored(id, "the restart monitor did not start"))
+			out = append(out, promise.Errored(id, "the restart monitor did not start"))
 		}
 		return out
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/report"
 	"github.com/skewer-k8s/skewer/harness/restarts"
 	"github.com/skewer-k8s/skewer/harness/rollout"
@@ -61,7 +61,7 @@ func TestAFaultMeansItsNodeOnly(t *testing.T) {
 		}
 	}
 	v := restarts.Check([]restarts.Event{on("cp4", 30*time.Second), on("cp2", 31*time.Second)}, meant)
-	if v.Outcome != certify.Fail || !strings.Contains(v.Reason, "cp2") {
+	if v.Outcome != promise.Fail || !strings.Contains(v.Reason, "cp2") {
 		t.Errorf("an apiserver crash on a node the fault does not touch: %s %q", v.Outcome, v.Reason)
 	}
 }
@@ -110,7 +110,7 @@ func TestARolloutStepMeansItsNodeOnly(t *testing.T) {
 		}
 	}
 	v := restarts.Check([]restarts.Event{ev("kube-controller-manager", "cp3", 30, lost)}, meant)
-	if v.Outcome != certify.Pass || !strings.Contains(strings.Join(v.Evidence, " "), "cause lost-leader-lease") {
+	if v.Outcome != promise.Pass || !strings.Contains(strings.Join(v.Evidence, " "), "cause lost-leader-lease") {
 		t.Errorf("a lost leader lease elsewhere, in the evidence: %s %v", v.Outcome, v.Evidence)
 	}
 }

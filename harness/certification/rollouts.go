@@ -12,9 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 	"github.com/skewer-k8s/skewer/harness/version"
 	"github.com/skewer-k8s/skewer/internal/docker"
@@ -23,7 +23,7 @@ import (
 // RolloutPromises are the promises about rollouts themselves that
 // CheckRefusesBadInput and CheckInterruptedRecovers judge on a cluster
 // whose control planes all run the pair's older version.
-var RolloutPromises = []certify.ID{"rollout.refuses-bad-input", "rollout.interrupted-recovers"}
+var RolloutPromises = []promise.ID{"rollout.refuses-bad-input", "rollout.interrupted-recovers"}
 
 // CheckRefusesBadInput judges rollout.refuses-bad-input: rollouts the skew
 // policy or the input forbids - two minors up from pair.From, one minor
@@ -31,7 +31,7 @@ var RolloutPromises = []certify.ID{"rollout.refuses-bad-input", "rollout.interru
 // node image, a version the Go module proxy does not serve - are each
 // refused with an error that says why, run no step, and leave the cluster
 // as it was (Snapshot).
-func CheckRefusesBadInput(ctx context.Context, c *cluster.Cluster, pair certify.Pair) certify.Verdict {
+func CheckRefusesBadInput(ctx context.Context, c *cluster.Cluster, pair promise.Pair) promise.Verdict {
 	const id = "rollout.refuses-bad-input"
 	before, err := Snapshot(ctx, c)
 	if err != nil {
@@ -71,15 +71,15 @@ func CheckRefusesBadInput(ctx context.Context, c *cluster.Cluster, pair certify.
 		ev = append(ev, fmt.Sprintf("%s: %v", what, err))
 	}
 	ev = append(ev, "the cluster unchanged after each (containers, ClusterConfiguration, versions, cordons, rollout record)")
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: ev}
 }
 
 // refusal judges rollout.refuses-bad-input on how what (a rollout the
 // input forbids) ended: err, which must say want, after steps steps,
 // which must be none. Nil when it was refused so.
-func refusal(what, want string, err error, steps int) *certify.Verdict {
+func refusal(what, want string, err error, steps int) *promise.Verdict {
 	const id = "rollout.refuses-bad-input"
-	var v certify.Verdict
+	var v promise.Verdict
 	switch {
 	case err == nil:
 		v = fail(id, "%s was not refused", what)
@@ -95,7 +95,7 @@ func refusal(what, want string, err error, steps int) *certify.Verdict {
 
 // unchanged judges rollout.refuses-bad-input on the cluster's Snapshot
 // before and after what was refused. Nil when they are the same.
-func unchanged(what, before, after string) *certify.Verdict {
+func unchanged(what, before, after string) *promise.Verdict {
 	if after == before {
 		return nil
 	}
@@ -111,7 +111,7 @@ func unchanged(what, before, after string) *certify.Verdict {
 // Snapshot saw before, every control plane at pair.From, membership
 // consistent, and before (an object made earlier, MarkBefore) intact. out
 // receives the rollouts' steps.
-func CheckInterruptedRecovers(ctx context.Context, c *cluster.Cluster, pair certify.Pair, images *nodeimage.Resolver, before *corev1.ConfigMap, out io.Writer) certify.Verdict {
+func CheckInterruptedRecovers(ctx context.Context, c *cluster.Cluster, pair promise.Pair, images *nodeimage.Resolver, before *corev1.ConfigMap, out io.Writer) promise.Verdict {
 	const id = "rollout.interrupted-recovers"
 	snap, err := Snapshot(ctx, c)
 	if err != nil {
@@ -146,11 +146,11 @@ func CheckInterruptedRecovers(ctx context.Context, c *cluster.Cluster, pair cert
 	}
 	ev := []string{fmt.Sprintf("cancelled 5 s into the first kubeadm join, after %d step(s); every control plane accounted for:\n%s", len(r.Steps), rollout.Describe(members))}
 	if len(members) != 4 {
-		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Reason: fmt.Sprintf("%d control planes after the interruption, want the three old ones and the half-joined one", len(members))}
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev, Reason: fmt.Sprintf("%d control planes after the interruption, want the three old ones and the half-joined one", len(members))}
 	}
 	start := time.Now()
 	if err := rollout.Rollback(ctx, c, rollout.RollbackInput{Images: images, Runner: &rollout.Runner{Out: out}}); err != nil {
-		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Reason: fmt.Sprintf("the rollback: %v", err)}
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev, Reason: fmt.Sprintf("the rollback: %v", err)}
 	}
 	versions, err := allAt(ctx, c, pair.From)
 	if err == nil {
@@ -160,7 +160,7 @@ func CheckInterruptedRecovers(ctx context.Context, c *cluster.Cluster, pair cert
 		err = Intact(ctx, c, before)
 	}
 	if err != nil {
-		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Reason: fmt.Sprintf("after the rollback: %v", err)}
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev, Reason: fmt.Sprintf("after the rollback: %v", err)}
 	}
 	after, err := Snapshot(ctx, c)
 	if err != nil {
@@ -173,12 +173,12 @@ func CheckInterruptedRecovers(ctx context.Context, c *cluster.Cluster, pair cert
 // of the interrupted rollout is done, in took, leaving the control planes
 // at versions: the cluster's Snapshot after it must be the one before the
 // rollout. ev is what was seen so far.
-func recoveredVerdict(ev []string, before, after string, took time.Duration, versions map[string]version.Version) certify.Verdict {
+func recoveredVerdict(ev []string, before, after string, took time.Duration, versions map[string]version.Version) promise.Verdict {
 	const id = "rollout.interrupted-recovers"
 	if after != before {
-		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Reason: fmt.Sprintf("the rollback left the cluster other than before the rollout: before\n%s\nafter\n%s", before, after)}
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev, Reason: fmt.Sprintf("the rollback left the cluster other than before the rollout: before\n%s\nafter\n%s", before, after)}
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: append(ev, fmt.Sprintf(
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: append(ev, fmt.Sprintf(
 		"rolled back in %s: %v, membership consistent, the object from before intact, and the cluster as before the rollout", took.Round(time.Second), versions))}
 }
 

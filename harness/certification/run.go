@@ -12,10 +12,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/discovery"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/report"
 	"github.com/skewer-k8s/skewer/harness/restarts"
 	"github.com/skewer-k8s/skewer/harness/rollout"
@@ -33,8 +33,8 @@ type run struct {
 	out      io.Writer
 	c        *cluster.Cluster
 	phases   []report.Phase
-	verdicts map[certify.ID]certify.Verdict
-	measured map[certify.ID][]string
+	verdicts map[promise.ID]promise.Verdict
+	measured map[promise.ID][]string
 	// images are the node images Run resolved for both versions.
 	images map[version.Version]string
 	// newerOnly is a collection only To serves (its path), learned from
@@ -99,9 +99,9 @@ func (r *run) readComponents(ctx context.Context, when string) {
 // judge keeps a verdict, its waiver applied, merged with one already
 // there: a failure stays a failure, a waiver outweighs a pass. A promise
 // --only or --skip left out is not judged, whatever a check said of it.
-func (r *run) judge(v certify.Verdict) {
+func (r *run) judge(v promise.Verdict) {
 	if ok, why := r.in.selected(v.ID); !ok {
-		v = certify.Verdict{ID: v.ID, Outcome: certify.NotSelected, Reason: why}
+		v = promise.Verdict{ID: v.ID, Outcome: promise.NotSelected, Reason: why}
 	} else if v.Outcome.Fails() && r.cutShort != nil && r.cutShort() {
 		if old, ok := r.verdicts[v.ID]; ok && old.Outcome.Judged() {
 			return // judged before the interrupt: that stands
@@ -114,12 +114,12 @@ func (r *run) judge(v certify.Verdict) {
 // keep merges v into the verdicts as it is, with no waiver: a promise
 // the run never got to judge failed for want of proof, and no waiver of
 // a behaviour seen covers that.
-func (r *run) keep(v certify.Verdict) {
+func (r *run) keep(v promise.Verdict) {
 	if r.verdicts == nil {
-		r.verdicts = map[certify.ID]certify.Verdict{}
+		r.verdicts = map[promise.ID]promise.Verdict{}
 	}
 	if old, ok := r.verdicts[v.ID]; ok && weight[old.Outcome] >= weight[v.Outcome] {
-		if v.Outcome == certify.Pass {
+		if v.Outcome == promise.Pass {
 			old.Evidence = append(old.Evidence, v.Evidence...)
 			r.verdicts[v.ID] = old
 		}
@@ -133,18 +133,18 @@ func (r *run) keep(v certify.Verdict) {
 // promise an interrupted run did not get to, or whose check the interrupt
 // cut short, is an error - not a failure of what it promises - and the
 // certification is incomplete, never a pass.
-func interrupted(v certify.Verdict, evidence ...string) certify.Verdict {
-	return certify.Verdict{ID: v.ID, Outcome: certify.Error, Reason: "the run was interrupted before this promise was judged",
+func interrupted(v promise.Verdict, evidence ...string) promise.Verdict {
+	return promise.Verdict{ID: v.ID, Outcome: promise.Error, Reason: "the run was interrupted before this promise was judged",
 		Evidence: append(evidence, v.Evidence...)}
 }
 
 // weight orders outcomes when a promise is judged more than once in a
 // run: the heavier one stands.
-var weight = map[certify.Outcome]int{certify.NotSelected: 0, certify.NotApplicable: 0, certify.Pass: 1, certify.Waived: 2, certify.Error: 3, certify.Fail: 4}
+var weight = map[promise.Outcome]int{promise.NotSelected: 0, promise.NotApplicable: 0, promise.Pass: 1, promise.Waived: 2, promise.Error: 3, promise.Fail: 4}
 
-func (r *run) measure(id certify.ID, format string, args ...any) {
+func (r *run) measure(id promise.ID, format string, args ...any) {
 	if r.measured == nil {
-		r.measured = map[certify.ID][]string{}
+		r.measured = map[promise.ID][]string{}
 	}
 	text := fmt.Sprintf(format, args...)
 	fmt.Fprintf(r.out, "  measured: %s\n", text)
@@ -272,12 +272,12 @@ func (r *run) cleanUp(ctx context.Context, export func(context.Context, string) 
 // judgeTheRest gives every promise of the plan the run did not judge its
 // verdict: the plan's own (not applicable, not selected), interrupted
 // when the run was, else an error with why the run ended before it (err).
-func (r *run) judgeTheRest(ctx context.Context, plan []certify.Verdict, err error) {
+func (r *run) judgeTheRest(ctx context.Context, plan []promise.Verdict, err error) {
 	for _, v := range plan {
 		if _, judged := r.verdicts[v.ID]; judged {
 			continue
 		}
-		if v.Outcome != certify.Pass {
+		if v.Outcome != promise.Pass {
 			r.judge(v)
 			continue
 		}
@@ -289,7 +289,7 @@ func (r *run) judgeTheRest(ctx context.Context, plan []certify.Verdict, err erro
 		if err != nil {
 			reason += ": " + err.Error()
 		}
-		r.keep(certify.Errored(v.ID, "%s", reason))
+		r.keep(promise.Errored(v.ID, "%s", reason))
 	}
 }
 
@@ -351,7 +351,7 @@ type surgePlan struct {
 }
 
 // wants says whether any promise of the groups is selected.
-func (in Input) wants(groups ...[]certify.ID) bool {
+func (in Input) wants(groups ...[]promise.ID) bool {
 	for _, g := range groups {
 		for _, id := range g {
 			if ok, _ := in.selected(id); ok {
@@ -445,7 +445,7 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 		}
 		r.newerOnly = firstRoutable(newer)
 		if r.window, r.windowErr = OpenWindow(ctx, r.c, to, newer); r.windowErr != nil {
-			r.cannot(func(id certify.ID) certify.Verdict { return noWindow(id, r.windowErr) }, partProxy, partFaults, partTwoFaults)
+			r.cannot(func(id promise.ID) promise.Verdict { return noWindow(id, r.windowErr) }, partProxy, partFaults, partTwoFaults)
 			return nil
 		}
 		if r.stranded, err = Strand(ctx, r.c, r.window); err != nil {
@@ -466,7 +466,7 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 		if e.Window == nil {
 			var err error
 			if e.Window, err = SplitWindow(ctx, r.c, to); err != nil {
-				r.cannot(func(id certify.ID) certify.Verdict { return fail(id, "%v", err) }, partVariant)
+				r.cannot(func(id promise.ID) promise.Verdict { return fail(id, "%v", err) }, partVariant)
 			}
 		}
 		if e.Window != nil {
@@ -520,8 +520,8 @@ func (r *run) surgeThrough(ctx context.Context, plan surgePlan, before *corev1.C
 			}
 			var err error
 			if two, err = OpenWindow(ctx, r.c, to, []discovery.Resource{r.window.Resource}); err != nil {
-				r.cannot(func(id certify.ID) certify.Verdict {
-					return certify.Errored(id, "the mixed window with two could not be opened: %v", err)
+				r.cannot(func(id promise.ID) promise.Verdict {
+					return promise.Errored(id, "the mixed window with two could not be opened: %v", err)
 				}, partTwoFaults)
 			}
 			return nil
@@ -740,9 +740,9 @@ func (r *run) result() report.Run {
 // offers no resource only the newer version serves (nothing to route: the
 // input rules it out), an error for anything else - an API error is no
 // reason to pass over twenty promises.
-func noWindow(id certify.ID, err error) certify.Verdict {
+func noWindow(id promise.ID, err error) promise.Verdict {
 	if errors.Is(err, ErrNothingToRoute) {
-		return certify.Inapplicable(id, "%v (the runtime-config variant needs none)", err)
+		return promise.Inapplicable(id, "%v (the runtime-config variant needs none)", err)
 	}
-	return certify.Errored(id, "the mixed window could not be opened: %v", err)
+	return promise.Errored(id, "the mixed window could not be opened: %v", err)
 }

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/skewer-k8s/skewer/harness/audit"
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
 // CauseServerWentDown is why a side of a forwarded request has no final
@@ -18,7 +18,7 @@ import (
 const CauseServerWentDown = "server-went-down"
 
 // RunAudit judges mvp.audit.run-complete over every audit log c has had.
-func RunAudit(c *cluster.Cluster) certify.Verdict {
+func RunAudit(c *cluster.Cluster) promise.Verdict {
 	paths, err := c.AuditLogs()
 	if err != nil {
 		return fail("mvp.audit.run-complete", "the audit logs: %v", err)
@@ -33,14 +33,14 @@ func RunAudit(c *cluster.Cluster) certify.Verdict {
 // when the logs end is counted, not judged. A side that never ended it
 // fails the promise, with its cause: server-went-down when its apiserver
 // went silent after receiving it, else unknown.
-func CheckRunAudit(paths []string) certify.Verdict {
+func CheckRunAudit(paths []string) promise.Verdict {
 	const id = "mvp.audit.run-complete"
 	fwd, err := audit.Forwarded(paths)
 	if err != nil {
 		return fail(id, "reading the audit logs: %v", err)
 	}
 	if len(fwd) == 0 {
-		return certify.NothingObserved(id, 1, fmt.Sprintf("request(s) forwarded by the %d apiservers the run had", len(paths)), 0)
+		return promise.NothingObserved(id, 1, fmt.Sprintf("request(s) forwarded by the %d apiservers the run had", len(paths)), 0)
 	}
 	var open int
 	var lost, causes []string
@@ -59,17 +59,17 @@ func CheckRunAudit(paths []string) certify.Verdict {
 	counted := fmt.Sprintf("%d requests forwarded in the run (%d audit logs), %d ended at both sides, %d still open at both when the logs end, %d not ended at a side",
 		len(fwd), len(paths), len(fwd)-open-len(lost), open, len(lost))
 	if len(lost) > 0 {
-		return certify.Verdict{ID: id, Outcome: certify.Fail, Reason: counted + ", first: " + lost[0], Causes: causes,
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Reason: counted + ", first: " + lost[0], Causes: causes,
 			Evidence: append([]string{counted}, lost...)}
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{counted}}
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: []string{counted}}
 }
 
 // judgeForward says what is wrong with f and why: "" when both sides
 // ended it once, "open" when neither has yet and both were up to the end.
 func judgeForward(f audit.Forward) (cause, what string) {
 	if len(f.Others) > 0 {
-		return certify.UnknownCause, fmt.Sprintf("logged by %s, %s and %v: forwarded more than once", f.Entry.Server, f.Peer.Server, f.Others)
+		return promise.UnknownCause, fmt.Sprintf("logged by %s, %s and %v: forwarded more than once", f.Entry.Server, f.Peer.Server, f.Others)
 	}
 	if f.Entry.Complete() && f.Peer.Complete() {
 		return "", ""
@@ -88,13 +88,13 @@ func judgeForward(f audit.Forward) (cause, what string) {
 			says = append(says, fmt.Sprintf("the %s %s ended it (%s at %s)", s.role, s.side.Server, s.side.Finals[0], s.side.Ended.UTC().Format("15:04:05.000")))
 		case len(s.side.Finals) > 1:
 			says = append(says, fmt.Sprintf("the %s %s ended it %d times %v", s.role, s.side.Server, len(s.side.Finals), s.side.Finals))
-			cause = certify.UnknownCause
+			cause = promise.UnknownCause
 		case !s.side.Down.IsZero():
 			says = append(says, fmt.Sprintf("the %s %s never did: it went down %s after it received it (last event %s)",
 				s.role, s.side.Server, s.side.Down.Sub(f.Received).Round(time.Millisecond), s.side.Down.UTC().Format("15:04:05.000")))
 		default:
 			says = append(says, fmt.Sprintf("the %s %s never did, and was up to the end of the logs", s.role, s.side.Server))
-			cause = certify.UnknownCause
+			cause = promise.UnknownCause
 		}
 	}
 	return cause, fmt.Sprintf("%s; %s", says[0], says[1])

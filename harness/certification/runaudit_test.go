@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
 // micro is how the apiserver writes a timestamp.
@@ -97,7 +97,7 @@ func TestCheckRunAudit(t *testing.T) {
 	paths := l.write(t)
 
 	v := CheckRunAudit(paths)
-	if v.Outcome != certify.Fail || len(v.Causes) != 2 || v.Causes[0] != CauseServerWentDown || v.Causes[1] != CauseServerWentDown {
+	if v.Outcome != promise.Fail || len(v.Causes) != 2 || v.Causes[0] != CauseServerWentDown || v.Causes[1] != CauseServerWentDown {
 		t.Fatalf("killed and removed: %+v", v)
 	}
 	if !strings.Contains(v.Evidence[0], "4 requests forwarded in the run (3 audit logs), 1 ended at both sides, 1 still open at both when the logs end, 2 not ended at a side") {
@@ -117,12 +117,12 @@ func TestCheckRunAudit(t *testing.T) {
 	l.event("cp2", "half-open", "Panic", s(55), s(56))
 	l.event("cp4", "half-open", "ResponseStarted", s(55.1), s(55.2))
 	v = CheckRunAudit(l.write(t))
-	if v.Outcome != certify.Fail || v.Causes[len(v.Causes)-1] != certify.UnknownCause ||
+	if v.Outcome != promise.Fail || v.Causes[len(v.Causes)-1] != promise.UnknownCause ||
 		!strings.Contains(v.Evidence[len(v.Evidence)-1], "the peer cp4 never did, and was up to the end of the logs") {
 		t.Errorf("half-open: %+v", v)
 	}
 
-	if v := CheckRunAudit([]string{paths[0]}); v.Outcome != certify.Fail || !strings.HasPrefix(v.Reason, "nothing observed") {
+	if v := CheckRunAudit([]string{paths[0]}); v.Outcome != promise.Fail || !strings.HasPrefix(v.Reason, "nothing observed") {
 		t.Errorf("one server forwards nothing, and nothing is not a pass: %+v", v)
 	}
 }

@@ -18,9 +18,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/skewer-k8s/skewer/harness/audit"
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/discovery"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/wait"
 )
 
@@ -53,10 +53,10 @@ func asServiceAccount(ctx context.Context, admin kubernetes.Interface, s Server,
 // its roles do not grant: some resources are world-readable) is answered
 // 403 by the entry server - also when it forges the front proxy's
 // identity headers as system:masters - and no peer logs either request.
-func CheckTrust(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Verdict {
+func CheckTrust(ctx context.Context, c *cluster.Cluster, w *Window) []promise.Verdict {
 	const identity, uid, rbac = "mvp.trust.identity", "mvp.trust.uid", "mvp.trust.rbac-at-entry"
-	both := func(format string, args ...any) []certify.Verdict {
-		return []certify.Verdict{fail(identity, format, args...), fail(uid, format, args...), fail(rbac, format, args...), fail(forgedHeadersID, format, args...)}
+	both := func(format string, args ...any) []promise.Verdict {
+		return []promise.Verdict{fail(identity, format, args...), fail(uid, format, args...), fail(rbac, format, args...), fail(forgedHeadersID, format, args...)}
 	}
 	old := w.Old[0]
 	admin, err := old.client()
@@ -163,7 +163,7 @@ func CheckTrust(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Ve
 		allowedID: allowedID, peer: peerName, atPeer: atPeer, allowedEntry: allowedEntry,
 		deny: deny, forged: forged, deniedID: deniedID, forgedID: forgedID, deniedAtPeers: deniedAtPeers, deniedEntry: entry, forgedEntry: forgedEntry,
 		uidHeaders: func(node string) string { return uidHeaders(ctx, c, node) }}
-	out := []certify.Verdict{identityVerdict(seen)}
+	out := []promise.Verdict{identityVerdict(seen)}
 	out = append(out, forgedHeaders(forgedVerdictInput{
 		reader: readerUser, entry: old.Name, forwarded: forwardedForged, forwardedID: forwardedForgedID, atPeer: forgedAtPeer,
 		marked: marked, markedID: markedID, markedEntry: markedEntry, markedAtPeers: markedAtPeers,
@@ -196,7 +196,7 @@ type trustSeen struct {
 
 // identityVerdict judges mvp.trust.identity: the peer logged the
 // allowed list as the reader, with the entry's groups and extra.
-func identityVerdict(in trustSeen) certify.Verdict {
+func identityVerdict(in trustSeen) promise.Verdict {
 	const identity = "mvp.trust.identity"
 	switch {
 	case in.allowedID == "":
@@ -211,7 +211,7 @@ func identityVerdict(in trustSeen) certify.Verdict {
 		return fail(identity, "audit ID %s: %s logged groups %v and extra %v, the entry server %s groups %v and extra %v",
 			in.allowedID, in.peer, in.atPeer.User.Groups, in.atPeer.User.Extra, in.entry, in.allowedEntry.User.Groups, in.allowedEntry.User.Extra)
 	}
-	return certify.Verdict{ID: identity, Outcome: certify.Pass, Evidence: []string{
+	return promise.Verdict{ID: identity, Outcome: promise.Pass, Evidence: []string{
 		fmt.Sprintf("audit ID %s: %s listed %s through %s; %s logged it as %s %v with the entry server's extra %v", in.allowedID, in.reader, in.key, in.entry, in.peer, in.atPeer.User.Username, in.atPeer.User.Groups, in.atPeer.User.Extra)}}
 }
 
@@ -219,7 +219,7 @@ func identityVerdict(in trustSeen) certify.Verdict {
 // the UID the entry logged. The UID travels in its own header
 // (X-Remote-Uid), which a peer reads only when its
 // --requestheader-uid-headers names it.
-func uidVerdict(in trustSeen) certify.Verdict {
+func uidVerdict(in trustSeen) promise.Verdict {
 	const uid = "mvp.trust.uid"
 	switch {
 	case in.atPeer == nil || in.allowedEntry == nil:
@@ -231,14 +231,14 @@ func uidVerdict(in trustSeen) certify.Verdict {
 		v.Evidence = []string{fmt.Sprintf("%s --requestheader-uid-headers: %s", in.peer, in.uidHeaders(in.peer))}
 		return v
 	}
-	return certify.Verdict{ID: uid, Outcome: certify.Pass, Evidence: []string{
+	return promise.Verdict{ID: uid, Outcome: promise.Pass, Evidence: []string{
 		fmt.Sprintf("audit ID %s: UID %s at %s and at %s", in.allowedID, in.atPeer.User.UID, in.entry, in.peer)}}
 }
 
 // rbacVerdict judges mvp.trust.rbac-at-entry: the denied user got 403
 // from the entry, which logged it as itself, forged headers or not, and
 // no peer logged either request.
-func rbacVerdict(in trustSeen) certify.Verdict {
+func rbacVerdict(in trustSeen) promise.Verdict {
 	const rbac = "mvp.trust.rbac-at-entry"
 	switch {
 	case !apierrors.IsForbidden(in.deny):
@@ -252,7 +252,7 @@ func rbacVerdict(in trustSeen) certify.Verdict {
 	case in.forgedEntry == nil || in.forgedEntry.User.Username != in.nobody:
 		return fail(rbac, "%s did not log the forged request (audit ID %s) as %s: %v", in.entry, in.forgedID, in.nobody, in.forgedEntry)
 	}
-	return certify.Verdict{ID: rbac, Outcome: certify.Pass, Evidence: []string{
+	return promise.Verdict{ID: rbac, Outcome: promise.Pass, Evidence: []string{
 		fmt.Sprintf("audit ID %s: %s asking to %s got 403 from %s, which logged it; no newer apiserver logged it", in.deniedID, in.nobody, in.verb, in.entry),
 		fmt.Sprintf("audit ID %s: with X-Remote-User kubernetes-admin and X-Remote-Group system:masters forged, still 403, logged by %s as %s", in.forgedID, in.entry, in.forgedEntry.User.Username)}}
 }
@@ -340,7 +340,7 @@ type forgedVerdictInput struct {
 // real user, without system:masters) as on one that is denied (403, the
 // entry server logs the real user); a forged hop marker is served by the
 // entry server itself or forwarded as the same user, never more.
-func forgedHeaders(in forgedVerdictInput) certify.Verdict {
+func forgedHeaders(in forgedVerdictInput) promise.Verdict {
 	masters := func(e *audit.Event) bool { return slices.Contains(e.User.Groups, "system:masters") }
 	switch {
 	case in.forwarded != nil:
@@ -362,7 +362,7 @@ func forgedHeaders(in forgedVerdictInput) certify.Verdict {
 	if in.marked == nil {
 		marked = fmt.Sprintf("forwarded as %s", in.reader)
 	}
-	return certify.Verdict{ID: forgedHeadersID, Outcome: certify.Pass, Evidence: []string{
+	return promise.Verdict{ID: forgedHeadersID, Outcome: promise.Pass, Evidence: []string{
 		fmt.Sprintf("audit ID %s: %s forging kubernetes-admin/system:masters on a forwarded list: the peer logged %s %v", in.forwardedID, in.reader, in.atPeer.User.Username, in.atPeer.User.Groups),
 		fmt.Sprintf("audit ID %s: %s marking its list X-Kubernetes-Peer-Proxied: %s", in.markedID, in.reader, marked),
 		fmt.Sprintf("audit ID %s: %s forging them on a denied request: 403, logged as %s", in.deniedID, in.nobody, in.deniedEntry.User.Username)}}

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/skewer-k8s/skewer/harness/audit"
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
 // Forged identity headers and a forged hop marker gain nothing; a peer
@@ -23,22 +23,22 @@ func TestForgedHeaders(t *testing.T) {
 		forwardedID: "f", atPeer: as("sa:reader", "system:serviceaccounts"),
 		marked: apierrors.NewNotFound(gr, ""), markedID: "m", markedEntry: as("sa:reader"),
 		denied: apierrors.NewForbidden(gr, "", nil), deniedID: "d", deniedEntry: as("sa:nobody")}
-	if v := forgedHeaders(good); v.Outcome != certify.Pass || len(v.Evidence) != 3 || !strings.Contains(v.Evidence[1], "served by the entry server itself (404)") {
+	if v := forgedHeaders(good); v.Outcome != promise.Pass || len(v.Evidence) != 3 || !strings.Contains(v.Evidence[1], "served by the entry server itself (404)") {
 		t.Errorf("nothing gained: %+v", v)
 	}
 	believed := good
 	believed.atPeer = as("kubernetes-admin", "system:masters")
-	if v := forgedHeaders(believed); v.Outcome != certify.Fail || !strings.Contains(v.Reason, `as "kubernetes-admin" [system:masters]`) {
+	if v := forgedHeaders(believed); v.Outcome != promise.Fail || !strings.Contains(v.Reason, `as "kubernetes-admin" [system:masters]`) {
 		t.Errorf("the peer believed the forged headers: %+v", v)
 	}
 	escalated := good
 	escalated.markedAtPeers = []audit.Event{*as("sa:reader", "system:masters")}
-	if v := forgedHeaders(escalated); v.Outcome != certify.Fail {
+	if v := forgedHeaders(escalated); v.Outcome != promise.Fail {
 		t.Errorf("a marked request logged with system:masters: %+v", v)
 	}
 	let := good
 	let.denied = nil
-	if v := forgedHeaders(let); v.Outcome != certify.Fail || !strings.Contains(v.Reason, "want 403 as sa:nobody") {
+	if v := forgedHeaders(let); v.Outcome != promise.Fail || !strings.Contains(v.Reason, "want 403 as sa:nobody") {
 		t.Errorf("the denied user let through: %+v", v)
 	}
 }

@@ -6,10 +6,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/faults"
 	"github.com/skewer-k8s/skewer/harness/metrics"
+	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
 // CheckUntrustedPeer judges mvp.trust.untrusted-peer (issue 14 item 3a)
@@ -26,10 +26,10 @@ import (
 // discovery either, and leaves it out - fails with its cause. Where the
 // older server counts peer-discovery sync errors (1.36 on), how far they
 // moved is evidence.
-func CheckUntrustedPeer(ctx context.Context, c *cluster.Cluster, w *Window) certify.Verdict {
+func CheckUntrustedPeer(ctx context.Context, c *cluster.Cluster, w *Window) promise.Verdict {
 	const id = "mvp.trust.untrusted-peer"
 	if len(w.New) != 1 {
-		return certify.Errored(id, "the check needs a window with one newer apiserver; this one has %d", len(w.New))
+		return promise.Errored(id, "the check needs a window with one newer apiserver; this one has %d", len(w.New))
 	}
 	old, peer := w.Old[0], w.New[0]
 	node, err := c.Node(ctx, peer.Name)
@@ -82,7 +82,7 @@ type untrustedSeen struct {
 // untrustedVerdict judges mvp.trust.untrusted-peer on what was seen;
 // rebuilt reads, when a 404 came, the entry's log for the rebuild of its
 // peer cache without the peer, and when it was logged.
-func untrustedVerdict(in untrustedSeen, rebuilt func() (string, time.Time, error)) certify.Verdict {
+func untrustedVerdict(in untrustedSeen, rebuilt func() (string, time.Time, error)) promise.Verdict {
 	const id = "mvp.trust.untrusted-peer"
 	as, old, peer, peerID, reached := in.as, in.entry, in.peer, in.peerID, in.reached
 	if v := underFault(id, "requests through "+old+" with "+peer+" untrusted", len(as)); v != nil {
@@ -98,7 +98,7 @@ func untrustedVerdict(in untrustedSeen, rebuilt func() (string, time.Time, error
 	var bad, causes []string
 	if reached != nil {
 		bad = append(bad, reached.Error())
-		causes = append(causes, certify.UnknownCause)
+		causes = append(causes, promise.UnknownCause)
 	} else {
 		ev = append(ev, fmt.Sprintf("none of the %d requests is in %s's audit log", len(as), peer))
 	}
@@ -106,10 +106,10 @@ func untrustedVerdict(in untrustedSeen, rebuilt func() (string, time.Time, error
 		switch {
 		case a.Code == 0 || a.Took > answerBound:
 			bad = append(bad, "no answer within "+answerBound.String()+": "+a.String())
-			causes = append(causes, certify.UnknownCause)
+			causes = append(causes, promise.UnknownCause)
 		case a.Code == 200:
 			bad = append(bad, "served, though only the untrusted peer serves it: "+a.String())
-			causes = append(causes, certify.UnknownCause)
+			causes = append(causes, promise.UnknownCause)
 		}
 	}
 	if n := codes[404]; n > 0 {
@@ -124,11 +124,11 @@ func untrustedVerdict(in untrustedSeen, rebuilt func() (string, time.Time, error
 	}
 	if n := codes[503]; n > 0 && moved503 < float64(n) {
 		bad = append(bad, fmt.Sprintf("%d answers were 503, but %s{code=503} on %s moved by %g (%v)", n, rerouted, old, moved503, orOK(merr)))
-		causes = append(causes, certify.UnknownCause)
+		causes = append(causes, promise.UnknownCause)
 	}
 	if len(bad) > 0 {
-		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Causes: causes,
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev, Causes: causes,
 			Reason: fmt.Sprintf("with %s serving a certificate the peer CA did not sign, %s: %s", peer, old, strings.Join(bad[:min(3, len(bad))], "; "))}
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: ev}
 }

@@ -10,15 +10,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/discovery"
 	"github.com/skewer-k8s/skewer/harness/faults"
 	"github.com/skewer-k8s/skewer/harness/metrics"
+	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
 // SwitchPromises are the promises CheckGateSwitch judges.
-var SwitchPromises = []certify.ID{"mvp.route.baseline-false-404", "mvp.rollback.gate-off"}
+var SwitchPromises = []promise.ID{"mvp.route.baseline-false-404", "mvp.rollback.gate-off"}
 
 // CheckGateSwitch turns the proxy off on the window's first older
 // apiserver, then on again:
@@ -31,10 +31,10 @@ var SwitchPromises = []certify.ID{"mvp.route.baseline-false-404", "mvp.rollback.
 //     peer serves the resource: the false 404 the proxy exists to prevent.
 //   - mvp.rollback.gate-off: with its flags as they were, it forwards
 //     again; how long after its restart is measured.
-func CheckGateSwitch(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Verdict {
+func CheckGateSwitch(ctx context.Context, c *cluster.Cluster, w *Window) []promise.Verdict {
 	baseID, offID := SwitchPromises[0], SwitchPromises[1]
-	failBoth := func(format string, args ...any) []certify.Verdict {
-		return []certify.Verdict{fail(baseID, format, args...), fail(offID, format, args...)}
+	failBoth := func(format string, args ...any) []promise.Verdict {
+		return []promise.Verdict{fail(baseID, format, args...), fail(offID, format, args...)}
 	}
 	old, peer := w.Old[0], w.New[0]
 	node, err := c.Node(ctx, old.Name)
@@ -42,7 +42,7 @@ func CheckGateSwitch(ctx context.Context, c *cluster.Cluster, w *Window) []certi
 		return failBoth("%v", err)
 	}
 	off := &faults.APIServerFlags{Node: node, Items: map[string]string{"feature-gates": proxyGate + "=false"}, Remove: []string{"peer-ca-file"}}
-	var base certify.Verdict
+	var base promise.Verdict
 	if err := withFault(ctx, c, w, off, func() error {
 		peerAPI, err := w.api(peer, "default")
 		if err != nil {
@@ -71,14 +71,14 @@ func CheckGateSwitch(ctx context.Context, c *cluster.Cluster, w *Window) []certi
 		return failBoth("%v", err)
 	}
 	took, err := w.RouteWorks(ctx, "default")
-	return []certify.Verdict{base, gateOnAgain(old.Name, w.Resource.Key(), took, err)}
+	return []promise.Verdict{base, gateOnAgain(old.Name, w.Resource.Key(), took, err)}
 }
 
 // baselineVerdict judges mvp.route.baseline-false-404 on what the entry
 // restarted with the proxy off said (said): the gate as it reports it
 // (on) and how it answered the list (lerr); servedAlone checks, once the
 // 404 came, that no other apiserver logged the request.
-func baselineVerdict(said string, on float64, lerr error, servedAlone func() error) certify.Verdict {
+func baselineVerdict(said string, on float64, lerr error, servedAlone func() error) promise.Verdict {
 	const id = "mvp.route.baseline-false-404"
 	switch {
 	case on != 0:
@@ -89,18 +89,18 @@ func baselineVerdict(said string, on float64, lerr error, servedAlone func() err
 	if err := servedAlone(); err != nil {
 		return fail(id, "%s; %v", said, err)
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{said + "; no other apiserver logged it"}}
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: []string{said + "; no other apiserver logged it"}}
 }
 
 // gateOnAgain judges mvp.rollback.gate-off on whether entry, with its
 // flags as before, routed key again (err from RouteWorks), took after its
 // restart.
-func gateOnAgain(entry, key string, took time.Duration, err error) certify.Verdict {
+func gateOnAgain(entry, key string, took time.Duration, err error) promise.Verdict {
 	const id = "mvp.rollback.gate-off"
 	if err != nil {
 		return fail(id, "with the proxy on again: %v", err)
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{fmt.Sprintf(
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: []string{fmt.Sprintf(
 		"%s with its flags as before forwards %s again %s after its restart", entry, key, took.Round(100*time.Millisecond))}}
 }
 
@@ -118,7 +118,7 @@ func featureEnabled(ctx context.Context, s Server, gate string) (float64, error)
 
 // VariantPromises are the promises CheckRuntimeConfig judges first-hand;
 // it adds evidence to mvp.metrics.rerouted and the mvp.audit promises.
-var VariantPromises = []certify.ID{"mvp.route.runtime-config", "mvp.metrics.peer-proxy-errors", "mvp.defaults.beta"}
+var VariantPromises = []promise.ID{"mvp.route.runtime-config", "mvp.metrics.peer-proxy-errors", "mvp.defaults.beta"}
 
 // variantGroupVersion is what the runtime-config variant turns off on one
 // apiserver: node.k8s.io/v1 (RuntimeClass), GA since v1.20 and the only
@@ -155,9 +155,9 @@ const CauseTransportUncounted = "transport-error-uncounted"
 //
 // The links are put back as each check ends, the entry's manifest (both
 // flags) by one restart before it returns.
-func CheckRuntimeConfig(ctx context.Context, c *cluster.Cluster, w *Window) []certify.Verdict {
-	failAll := func(format string, args ...any) []certify.Verdict {
-		var out []certify.Verdict
+func CheckRuntimeConfig(ctx context.Context, c *cluster.Cluster, w *Window) []promise.Verdict {
+	failAll := func(format string, args ...any) []promise.Verdict {
+		var out []promise.Verdict
 		for _, id := range VariantPromises {
 			out = append(out, fail(id, format, args...))
 		}
@@ -175,7 +175,7 @@ func CheckRuntimeConfig(ctx context.Context, c *cluster.Cluster, w *Window) []ce
 		return failAll("%v", err)
 	}
 	off := &faults.APIServerFlags{Node: node, Items: map[string]string{"runtime-config": variantGroupVersion + "=false"}}
-	var out []certify.Verdict
+	var out []promise.Verdict
 	if err := injected(ctx, c, off, func() error {
 		rw, err := variantWindow(ctx, entry, peers)
 		if err != nil {
@@ -200,7 +200,7 @@ func CheckRuntimeConfig(ctx context.Context, c *cluster.Cluster, w *Window) []ce
 // runtimeConfigRoute is mvp.route.runtime-config: the routing check's
 // verdict through entry, restarted with variantGroupVersion off, whose
 // route worked took after its restart.
-func runtimeConfigRoute(route certify.Verdict, entry Server, took time.Duration) certify.Verdict {
+func runtimeConfigRoute(route promise.Verdict, entry Server, took time.Duration) promise.Verdict {
 	route.ID = VariantPromises[0]
 	route.Evidence = append([]string{fmt.Sprintf("%s off on %s (%s) by --runtime-config; served through it by forwarding %s after its restart",
 		variantGroupVersion, entry.Name, entry.Version, took.Round(100*time.Millisecond))}, route.Evidence...)
@@ -248,11 +248,11 @@ func variantWindow(ctx context.Context, entry Server, peers []Server) (*Window, 
 // past the TLS handshake timeout, a list through the entry must be an
 // explicit 503 within slowAboveBound, and the entry's
 // apiserver_peer_proxy_errors_total must move.
-func transportErrorsCounted(ctx context.Context, c *cluster.Cluster, w *Window) certify.Verdict {
+func transportErrorsCounted(ctx context.Context, c *cluster.Cluster, w *Window) promise.Verdict {
 	const id = "mvp.metrics.peer-proxy-errors"
 	entry := w.Old[0]
 	if !countsPeerProxyErrors(entry.Version) {
-		return certify.Inapplicable(id, "%s (%s) has no %s: the proxy's handler counts it since v1.36", entry.Name, entry.Version, peerProxyErrors)
+		return promise.Inapplicable(id, "%s (%s) has no %s: the proxy's handler counts it since v1.36", entry.Name, entry.Version, peerProxyErrors)
 	}
 	from, err := c.Node(ctx, entry.Name)
 	if err != nil {
@@ -288,11 +288,11 @@ func transportErrorsCounted(ctx context.Context, c *cluster.Cluster, w *Window) 
 		entry.Name, w.Resource.Key(), a, rerouted, moved503, peerProxyErrors, moved, orOK(derr))
 	switch {
 	case a.Code != 503 || a.Took > slowAboveBound:
-		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: []string{ev},
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: []string{ev},
 			Reason: fmt.Sprintf("with every capable peer past the TLS handshake timeout, %s answered %s, not an explicit 503 within %s", entry.Name, a, slowAboveBound)}
 	case moved == 0:
-		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: []string{ev}, Causes: []string{CauseTransportUncounted},
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: []string{ev}, Causes: []string{CauseTransportUncounted},
 			Reason: fmt.Sprintf("%s did not move (or is not exported) for a forwarded request that failed at the transport (503); it showed only as %s{code=\"503\"}", peerProxyErrors, rerouted)}
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{ev}}
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: []string{ev}}
 }

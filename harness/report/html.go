@@ -8,14 +8,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
 //go:embed report.html.tmpl
 var htmlTemplate string
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"area":  certify.ID.Area,
+	"area":  promise.ID.Area,
 	"join":  strings.Join,
 	"codes": codes,
 	"dur":   func(d time.Duration) string { return d.Round(100 * time.Microsecond).String() },

@@ -14,7 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
 // browser is Debian's chromium, which `make test` installs (make
@@ -108,15 +108,15 @@ func TestHTMLInABrowser(t *testing.T) {
 	if v := text("#verdict"); v != "fail" {
 		t.Errorf("verdict %q", v)
 	}
-	if want, got := fmt.Sprintf("1 fail, 0 error, 1 waived, 1 not-applicable, 0 not-selected, %d pass", len(certify.Catalogue())-3), text("#counts"); got != want {
+	if want, got := fmt.Sprintf("1 fail, 0 error, 1 waived, 1 not-applicable, 0 not-selected, %d pass", len(promise.Catalogue())-3), text("#counts"); got != want {
 		t.Errorf("counts %q, want %q", got, want)
 	}
 	if want, got := "Coverage: judged 57 of 58 promises; not judged: sidecar 1 of 18", text("#coverage"); got != want {
 		t.Errorf("coverage %q, want %q", got, want)
 	}
 	rows := count(`document.querySelectorAll('tr.promise').length`)
-	if rows != len(certify.Catalogue()) {
-		t.Errorf("%d rows for %d promises", rows, len(certify.Catalogue()))
+	if rows != len(promise.Catalogue()) {
+		t.Errorf("%d rows for %d promises", rows, len(promise.Catalogue()))
 	}
 	if h := text("#host"); !strings.Contains(h, "cgroup v1 · 2 cores") {
 		t.Errorf("host line %q", h)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jstemmer/go-junit-report/v2/junit"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
 // JUnit writes one test suite per run and one test case per promise: a
@@ -41,13 +41,13 @@ func (r *Results) JUnit(w io.Writer) error {
 				detail += "\nmeasured:\n  " + strings.Join(p.Measured, "\n  ")
 			}
 			switch p.Outcome {
-			case certify.Fail:
+			case promise.Fail:
 				tc.Failure = &junit.Result{Message: p.Reason, Type: "promise", Data: detail}
-			case certify.Error:
+			case promise.Error:
 				tc.Error = &junit.Result{Message: p.Reason, Type: "could not be judged", Data: detail}
-			case certify.NotApplicable, certify.NotSelected:
+			case promise.NotApplicable, promise.NotSelected:
 				tc.Skipped = &junit.Result{Message: string(p.Outcome) + ": " + p.Reason}
-			case certify.Waived:
+			case promise.Waived:
 				detail = "waived: " + p.Reason + " (" + p.Reference + "; waiver " + p.Waiver + ")\n" + detail
 			}
 			tc.SystemOut = &junit.Output{Data: detail}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
 // recorded is the results of a real certification (v1.35.4 -> v1.36.3 by
@@ -34,7 +34,7 @@ func shard(t *testing.T, r *Results, areas string, took time.Duration) *Results 
 		run.Promises = append([]Result(nil), run.Promises...)
 		for i, p := range run.Promises {
 			if a := p.ID.Area(); a != "cluster" && !strings.Contains(","+areas+",", ","+a+",") {
-				run.Promises[i].Verdict = certify.Verdict{ID: p.ID, Outcome: certify.NotSelected, Reason: "not among --only"}
+				run.Promises[i].Verdict = promise.Verdict{ID: p.ID, Outcome: promise.NotSelected, Reason: "not among --only"}
 				run.Promises[i].Measured = nil
 			}
 		}
@@ -59,7 +59,7 @@ func TestMergeShardsOfARecordedCertification(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Outcome != certify.Pass || m.Coverage.Judged != 58 || len(m.Coverage.Unjudged) != 0 {
+	if m.Outcome != promise.Pass || m.Coverage.Judged != 58 || len(m.Coverage.Unjudged) != 0 {
 		t.Errorf("merged: %s, want PASS, judged 58 of 58", m.Headline())
 	}
 	if !m.Finished.Equal(whole.Started.Add(25 * time.Minute)) {
@@ -68,8 +68,8 @@ func TestMergeShardsOfARecordedCertification(t *testing.T) {
 	// Every promise counted once, as in the certification run whole; the
 	// cluster's, judged by every shard of itself, once per shard.
 	got, want := m.Counts(), whole.Counts()
-	want[certify.Pass] += 2 * 2 // cluster.no-unexpected-restarts and nodes-stay-ready, twice more
-	for _, o := range certify.Outcomes {
+	want[promise.Pass] += 2 * 2 // cluster.no-unexpected-restarts and nodes-stay-ready, twice more
+	for _, o := range promise.Outcomes {
 		if got[o] != want[o] {
 			t.Errorf("%s: %d, want %d (%v)", o, got[o], want[o], got)
 		}
@@ -117,7 +117,7 @@ func TestMergeAStrategyRunWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Runs) != 3 || m.Runs[1].Label() != "in-place" || m.Outcome != certify.Pass {
+	if len(m.Runs) != 3 || m.Runs[1].Label() != "in-place" || m.Outcome != promise.Pass {
 		t.Errorf("merged %d runs, the second %q: %s", len(m.Runs), m.Runs[1].Label(), m.Headline())
 	}
 }
@@ -141,7 +141,7 @@ func TestMergeOfAFailedOrCutShortShard(t *testing.T) {
 	mvp, rollout := shard(t, whole, "mvp", time.Minute), shard(t, whole, "rollout", time.Minute)
 	for i, p := range rollout.Runs[0].Promises {
 		if p.ID == "rollout.no-lost-writes" {
-			rollout.Runs[0].Promises[i].Verdict = certify.Verdict{ID: p.ID, Outcome: certify.Fail, Reason: "2 acknowledged writes missing"}
+			rollout.Runs[0].Promises[i].Verdict = promise.Verdict{ID: p.ID, Outcome: promise.Fail, Reason: "2 acknowledged writes missing"}
 		}
 	}
 	if err := rollout.Finish(rollout.Finished); err != nil {
@@ -151,7 +151,7 @@ func TestMergeOfAFailedOrCutShortShard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Outcome != certify.Fail {
+	if m.Outcome != promise.Fail {
 		t.Errorf("a shard failed a promise; merged %s", m.Outcome)
 	}
 	mvp.Incomplete = "interrupted (SIGTERM) in the mixed window"
@@ -162,7 +162,7 @@ func TestMergeOfAFailedOrCutShortShard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Outcome != certify.Incomplete || !strings.Contains(m.Incomplete, "surge, shard mvp: interrupted") {
+	if m.Outcome != promise.Incomplete || !strings.Contains(m.Incomplete, "surge, shard mvp: interrupted") {
 		t.Errorf("a shard was cut short; merged %s (%q)", m.Outcome, m.Incomplete)
 	}
 }

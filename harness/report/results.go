@@ -19,7 +19,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
 // SchemaID names the form of results.json; a change that breaks a reader
@@ -44,7 +44,7 @@ type Results struct {
 	// Outcome is incomplete when the certification was cut short, else
 	// fail when any promise failed or could not be judged in any run,
 	// else pass.
-	Outcome certify.Outcome `json:"outcome"`
+	Outcome promise.Outcome `json:"outcome"`
 	Runs    []Run           `json:"runs"`
 	// Incomplete says why the certification stopped before its end (an
 	// interruption): the runs it holds may lack strategies, and promises a
@@ -56,7 +56,7 @@ type Results struct {
 	// Coverage is how much of the catalogue was judged.
 	Coverage Coverage `json:"coverage"`
 	// Budget is what rollout.disruption-budget held the traffic to.
-	Budget *certify.Budget `json:"budget,omitempty"`
+	Budget *promise.Budget `json:"budget,omitempty"`
 	// Host and Images say what the verdicts were reached on.
 	Host   *Host       `json:"host,omitempty"`
 	Images []NodeImage `json:"images,omitempty"`
@@ -235,13 +235,13 @@ type Phase struct {
 // Result is a promise's verdict in a run, with its statement and what was
 // measured on the way.
 type Result struct {
-	certify.Verdict
+	promise.Verdict
 	Statement string   `json:"statement"`
 	Measured  []string `json:"measured,omitempty"`
 }
 
 // New starts the results of a certification of pair.
-func New(pair certify.Pair, tool Tool, started time.Time) *Results {
+func New(pair promise.Pair, tool Tool, started time.Time) *Results {
 	return &Results{Schema: SchemaID, Tool: tool, From: pair.From.String(), To: pair.To.String(), Started: started}
 }
 
@@ -255,7 +255,7 @@ func (r *Results) Finish(end time.Time) error {
 		sort.Slice(run.Promises, func(a, b int) bool { return run.Promises[a].ID < run.Promises[b].ID })
 		for j := range run.Promises {
 			p := &run.Promises[j]
-			if cat, ok := certify.Lookup(p.ID); ok {
+			if cat, ok := promise.Lookup(p.ID); ok {
 				p.Statement = cat.Statement
 			}
 		}
@@ -266,18 +266,18 @@ func (r *Results) Finish(end time.Time) error {
 
 // outcome is what the runs add up to: never a pass when the run was cut
 // short or any promise failed or could not be judged.
-func (r *Results) outcome() certify.Outcome {
+func (r *Results) outcome() promise.Outcome {
 	if r.Incomplete != "" {
-		return certify.Incomplete
+		return promise.Incomplete
 	}
 	for _, run := range r.Runs {
 		for _, p := range run.Promises {
 			if p.Outcome.Fails() {
-				return certify.Fail
+				return promise.Fail
 			}
 		}
 	}
-	return certify.Pass
+	return promise.Pass
 }
 
 // Coverage is how much of the catalogue a certification judged: a
@@ -310,7 +310,7 @@ func (c Coverage) String() string {
 }
 
 func (r *Results) coverage() Coverage {
-	judged := map[certify.ID]bool{}
+	judged := map[promise.ID]bool{}
 	for _, run := range r.Runs {
 		for _, p := range run.Promises {
 			if p.Outcome.Judged() {
@@ -321,7 +321,7 @@ func (r *Results) coverage() Coverage {
 	c := Coverage{}
 	byArea := map[string]*AreaCoverage{}
 	var areas []string
-	for _, p := range certify.Catalogue() {
+	for _, p := range promise.Catalogue() {
 		c.Promises++
 		a := p.ID.Area()
 		if byArea[a] == nil {
@@ -365,7 +365,7 @@ func (r *Results) Validate() error {
 		errs = append(errs, fmt.Errorf("the outcome says %s where the verdicts add up to %s", r.Outcome, want))
 	}
 	for _, run := range r.Runs {
-		seen := map[certify.ID]bool{}
+		seen := map[promise.ID]bool{}
 		for _, p := range run.Promises {
 			if err := p.Verdict.Validate(); err != nil {
 				errs = append(errs, fmt.Errorf("run %s: %w", run.Strategy, err))
@@ -375,7 +375,7 @@ func (r *Results) Validate() error {
 			}
 			seen[p.ID] = true
 		}
-		for _, p := range certify.Catalogue() {
+		for _, p := range promise.Catalogue() {
 			if !seen[p.ID] {
 				errs = append(errs, fmt.Errorf("run %s: %s has no verdict", run.Strategy, p.ID))
 			}
@@ -391,8 +391,8 @@ func (r *Results) Validate() error {
 
 // Counts is how many promises of the results had each outcome, over all
 // runs.
-func (r *Results) Counts() map[certify.Outcome]int {
-	out := map[certify.Outcome]int{}
+func (r *Results) Counts() map[promise.Outcome]int {
+	out := map[promise.Outcome]int{}
 	for _, run := range r.Runs {
 		for _, p := range run.Promises {
 			if !r.elsewhere(run, p.Verdict) {
@@ -419,8 +419,8 @@ func (r *Results) own(run Run) (promises []Result, elsewhere int) {
 // elsewhere says v is a promise this run did not select that another run
 // of the same strategy did: a shard's leaving it to the shard that judges
 // it, not a promise left out of the certification.
-func (r *Results) elsewhere(run Run, v certify.Verdict) bool {
-	if v.Outcome != certify.NotSelected {
+func (r *Results) elsewhere(run Run, v promise.Verdict) bool {
+	if v.Outcome != promise.NotSelected {
 		return false
 	}
 	for _, other := range r.Runs {
@@ -428,7 +428,7 @@ func (r *Results) elsewhere(run Run, v certify.Verdict) bool {
 			continue
 		}
 		for _, p := range other.Promises {
-			if p.ID == v.ID && p.Outcome != certify.NotSelected {
+			if p.ID == v.ID && p.Outcome != promise.NotSelected {
 				return true
 			}
 		}

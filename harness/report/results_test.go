@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
 var t0 = time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
@@ -20,7 +20,7 @@ var t0 = time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
 // waiver, one skip, the rest passed.
 func sample(t *testing.T) *Results {
 	t.Helper()
-	pair, err := certify.ParsePair("v1.35.4", "v1.36.3-acme.2")
+	pair, err := promise.ParsePair("v1.35.4", "v1.36.3-acme.2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,16 +36,16 @@ func sample(t *testing.T) *Results {
 		{Time: t0.Add(10 * time.Minute), Kind: "kubelet", Text: "kubelet on cp1 started again (it was stopped)", Meant: true},
 		{Time: t0.Add(11 * time.Minute), Kind: "container", Text: "kube-system/coredns-x container coredns on cp1 restarted (count 1, exit code 137 Error)"},
 	}}
-	for _, p := range certify.Catalogue() {
-		v := certify.Verdict{ID: p.ID, Outcome: certify.Pass}
+	for _, p := range promise.Catalogue() {
+		v := promise.Verdict{ID: p.ID, Outcome: promise.Pass}
 		switch p.ID {
 		case "rollout.no-lost-writes":
-			v = certify.Verdict{ID: p.ID, Outcome: certify.Fail, Reason: "2 acknowledged write(s) missing <from a final list>", Evidence: []string{"w-1", "w-2"}}
+			v = promise.Verdict{ID: p.ID, Outcome: promise.Fail, Reason: "2 acknowledged write(s) missing <from a final list>", Evidence: []string{"w-1", "w-2"}}
 		case "mvp.fault.only-peer-gone":
-			v = certify.Verdict{ID: p.ID, Outcome: certify.Waived, Reason: "a false 404", Reference: "https://github.com/kubernetes/kubernetes/blob/v1.36.3/x.go",
+			v = promise.Verdict{ID: p.ID, Outcome: promise.Waived, Reason: "a false 404", Reference: "https://github.com/kubernetes/kubernetes/blob/v1.36.3/x.go",
 				Waiver: "clusters/waivers/upstream.yaml:7 (cause no-capable-peer, versions 1.35, 1.36)", Causes: []string{"no-capable-peer"}}
 		case "sidecar.worker-replaced":
-			v = certify.Verdict{ID: p.ID, Outcome: certify.NotApplicable, Reason: "the in-place strategy has no sidecar phase"}
+			v = promise.Verdict{ID: p.ID, Outcome: promise.NotApplicable, Reason: "the in-place strategy has no sidecar phase"}
 		}
 		run.Promises = append(run.Promises, Result{Verdict: v})
 	}
@@ -81,7 +81,7 @@ func sample(t *testing.T) *Results {
 
 func TestWriteAndLoad(t *testing.T) {
 	r := sample(t)
-	if r.Outcome != certify.Fail {
+	if r.Outcome != promise.Fail {
 		t.Fatalf("a failed promise fails the certification, got %s", r.Outcome)
 	}
 	dir := t.TempDir()
@@ -103,7 +103,7 @@ func TestWriteAndLoad(t *testing.T) {
 		}
 	}
 	c := got.Counts()
-	if c[certify.Fail] != 1 || c[certify.Waived] != 1 || c[certify.NotApplicable] != 1 || c[certify.Pass] != len(certify.Catalogue())-3 {
+	if c[promise.Fail] != 1 || c[promise.Waived] != 1 || c[promise.NotApplicable] != 1 || c[promise.Pass] != len(promise.Catalogue())-3 {
 		t.Errorf("counts %v", c)
 	}
 }
@@ -121,15 +121,15 @@ func TestBadResultsAreRefused(t *testing.T) {
 		edit       func(map[string]any)
 	}{
 		{"a failure without a reason", "reason", func(d map[string]any) {
-			p := promise(d, "rollout.no-lost-writes")
+			p := promiseIn(d, "rollout.no-lost-writes")
 			delete(p, "reason")
 		}},
-		{"an unknown outcome", "outcome", func(d map[string]any) { promise(d, "mvp.route.verbs")["outcome"] = "reported" }},
-		{"a waiver without a reference", "reference", func(d map[string]any) { delete(promise(d, "mvp.fault.only-peer-gone"), "reference") }},
-		{"a waiver without the cause found", "causes", func(d map[string]any) { delete(promise(d, "mvp.fault.only-peer-gone"), "causes") }},
-		{"an error without a reason", "reason", func(d map[string]any) { promise(d, "mvp.route.verbs")["outcome"] = "error" }},
+		{"an unknown outcome", "outcome", func(d map[string]any) { promiseIn(d, "mvp.route.verbs")["outcome"] = "reported" }},
+		{"a waiver without a reference", "reference", func(d map[string]any) { delete(promiseIn(d, "mvp.fault.only-peer-gone"), "reference") }},
+		{"a waiver without the cause found", "causes", func(d map[string]any) { delete(promiseIn(d, "mvp.fault.only-peer-gone"), "causes") }},
+		{"an error without a reason", "reason", func(d map[string]any) { promiseIn(d, "mvp.route.verbs")["outcome"] = "error" }},
 		{"the old skipped", "outcome", func(d map[string]any) {
-			p := promise(d, "mvp.route.verbs")
+			p := promiseIn(d, "mvp.route.verbs")
 			p["outcome"], p["reason"] = "skipped", "why"
 		}},
 		{"a pass over a failure", "add up to fail", func(d map[string]any) { d["outcome"] = "pass" }},
@@ -174,7 +174,7 @@ func TestBadResultsAreRefused(t *testing.T) {
 	}
 }
 
-func promise(d map[string]any, id string) map[string]any {
+func promiseIn(d map[string]any, id string) map[string]any {
 	for _, p := range d["runs"].([]any)[0].(map[string]any)["promises"].([]any) {
 		if m := p.(map[string]any); m["id"] == id {
 			return m
@@ -206,7 +206,7 @@ func TestJUnitHasACasePerPromise(t *testing.T) {
 	if err := xml.Unmarshal(buf.Bytes(), &doc); err != nil {
 		t.Fatal(err)
 	}
-	if doc.Tests != len(certify.Catalogue()) || doc.Failures != 1 || doc.Skipped != 1 || !strings.Contains(buf.String(), `name="coverage" value="judged 57 of 58 promises; not judged: sidecar 1 of 18"`) {
+	if doc.Tests != len(promise.Catalogue()) || doc.Failures != 1 || doc.Skipped != 1 || !strings.Contains(buf.String(), `name="coverage" value="judged 57 of 58 promises; not judged: sidecar 1 of 18"`) {
 		t.Errorf("tests %d failures %d skipped %d", doc.Tests, doc.Failures, doc.Skipped)
 	}
 	for _, c := range doc.Suites[0].Cases {
@@ -227,7 +227,7 @@ func TestSummary(t *testing.T) {
 	md := sample(t).Summary()
 	for _, want := range []string{
 		"# skewer certify v1.35.4 -> v1.36.3-acme.2: FAIL\n\n**Coverage**: judged 57 of 58 promises; not judged: sidecar 1 of 18.",
-		fmt.Sprintf("1 fail, 0 error, 1 waived, 1 not-applicable, 0 not-selected, %d pass", len(certify.Catalogue())-3),
+		fmt.Sprintf("1 fail, 0 error, 1 waived, 1 not-applicable, 0 not-selected, %d pass", len(promise.Catalogue())-3),
 		"(waiver clusters/waivers/upstream.yaml:7 (cause no-capable-peer, versions 1.35, 1.36))",
 		"## Not applicable (the input rules it out)\n\n- **sidecar.worker-replaced** (surge): the in-place strategy has no sidecar phase",
 		"## Failed\n\n- **rollout.no-lost-writes** (surge): 2 acknowledged write(s)",
@@ -256,7 +256,7 @@ func TestIncompleteResults(t *testing.T) {
 	if err := r.Write(t.TempDir()); err == nil {
 		t.Fatal("results cut short that still say fail were written")
 	}
-	if err := r.Finish(r.Finished); err != nil || r.Outcome != certify.Incomplete {
+	if err := r.Finish(r.Finished); err != nil || r.Outcome != promise.Incomplete {
 		t.Fatalf("finished again: %s, %v", r.Outcome, err)
 	}
 	dir := t.TempDir()

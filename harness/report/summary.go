@@ -7,11 +7,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
 // outcomes in the order a reader needs them: what failed first.
-var outcomes = certify.Outcomes
+var outcomes = promise.Outcomes
 
 // Summary renders the results as Markdown for a CI step summary: the
 // verdict, counts, then the failures, waivers and skips with their reasons,
@@ -149,9 +149,9 @@ func shortID(id string) string {
 	return id
 }
 
-var heading = map[certify.Outcome]string{certify.Fail: "Failed", certify.Error: "Could not be judged (error: counts as a failure)",
-	certify.Waived:        "Waived (documented upstream behaviour, the cause found in the evidence)",
-	certify.NotApplicable: "Not applicable (the input rules it out)", certify.NotSelected: "Not selected (--only, --skip)"}
+var heading = map[promise.Outcome]string{promise.Fail: "Failed", promise.Error: "Could not be judged (error: counts as a failure)",
+	promise.Waived:        "Waived (documented upstream behaviour, the cause found in the evidence)",
+	promise.NotApplicable: "Not applicable (the input rules it out)", promise.NotSelected: "Not selected (--only, --skip)"}
 
 // countLine is how many verdicts had each outcome, in the reader's order.
 func (r *Results) countLine() string {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
 // The load balancer's log of session 15's CI pre-run (suites/vendor, in
@@ -58,7 +58,7 @@ func TestStuckUnlogged(t *testing.T) {
 	meant := Meant([]Span{{Start: at.Add(-10 * time.Minute), End: at.Add(time.Minute), Restarts: []string{ControlPlane}}})
 	logs := auditLogs(t, at.Add(-60*time.Second), auditReq{"cp1", "admin", 30, 200, 0}, auditReq{"cp2", "admin", 40, 201, 0}, auditReq{"cp3", "system:node:worker", -30, 200, 0})
 	v := StayReady([]Event{worker, cp3}, meant, logs)
-	if v.Outcome != certify.Fail || v.Causes[0] != CauseStuckOnOneAPIServer || !strings.Contains(v.Reason, "all on the apiserver of cp3 (a node a step acted on), which logged none of them") {
+	if v.Outcome != promise.Fail || v.Causes[0] != CauseStuckOnOneAPIServer || !strings.Contains(v.Reason, "all on the apiserver of cp3 (a node a step acted on), which logged none of them") {
 		t.Fatalf("stuck, unlogged: %+v", v)
 	}
 	if !slices.Contains(v.Evidence, "  through the load balancer, on: cp3 since 14:28:57") {
@@ -77,7 +77,7 @@ func TestStuckUnlogged(t *testing.T) {
 		e.Connections = tc.conns
 		seen := append([]Event{e}, tc.seen[1:]...)
 		v := StayReady(seen, meant, logs)
-		if v.Causes[0] != certify.UnknownCause || !strings.Contains(v.Reason, tc.why) {
+		if v.Causes[0] != promise.UnknownCause || !strings.Contains(v.Reason, tc.why) {
 			t.Errorf("%s: %+v", name, v)
 		}
 	}

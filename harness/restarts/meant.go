@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
 // The words a step declares what it restarts with, besides an event's
@@ -121,7 +121,7 @@ func Meant(spans []Span) func(Event) bool {
 // each one meant is evidence, any other fails the promise, named with its
 // node, time, exit code and last log lines. A node leaving Ready is
 // StayReady's to judge.
-func Check(seen []Event, meant func(Event) bool) certify.Verdict {
+func Check(seen []Event, meant func(Event) bool) promise.Verdict {
 	const id = "cluster.no-unexpected-restarts"
 	var expected, unexpected []string
 	for _, e := range seen {
@@ -143,10 +143,10 @@ func Check(seen []Event, meant func(Event) bool) certify.Verdict {
 		unexpected = append(unexpected, line)
 	}
 	if len(unexpected) > 0 {
-		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: append(unexpected, expected...),
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: append(unexpected, expected...),
 			Reason: fmt.Sprintf("%d restart(s), crash(es) or eviction(s) no step meant, first: %s", len(unexpected), unexpected[0])}
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass,
+	return promise.Verdict{ID: id, Outcome: promise.Pass,
 		Evidence: append([]string{fmt.Sprintf("%d event(s) seen, each meant by the step under way", len(expected))}, expected...)}
 }
 
@@ -155,11 +155,11 @@ func Check(seen []Event, meant func(Event) bool) certify.Verdict {
 // cluster.nodes-stay-ready (StayReady, which reads the audit logs at
 // auditLogs for a node's cause). Where it could not look (a node's
 // journal it could not follow) is said in the evidence of the first.
-func (m *Monitor) Judge(meant func(Event) bool, auditLogs []string) []certify.Verdict {
+func (m *Monitor) Judge(meant func(Event) bool, auditLogs []string) []promise.Verdict {
 	seen := m.Stop()
 	v := Check(seen, meant)
 	for _, gap := range m.Gaps() {
 		v.Evidence = append(v.Evidence, "not watched: "+gap)
 	}
-	return []certify.Verdict{v, StayReady(seen, meant, auditLogs)}
+	return []promise.Verdict{v, StayReady(seen, meant, auditLogs)}
 }

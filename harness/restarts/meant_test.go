@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
 // What a span names is meant within it; the same outside it, or anything
@@ -70,11 +70,11 @@ func TestMeantAndCheck(t *testing.T) {
 		covers(Workloads, Event{Kind: Container, Namespace: "kube-system", Container: "coredns"}) {
 		t.Error("workloads are containers outside kube-system")
 	}
-	if v := Check(nil, meant); v.Outcome != certify.Pass {
+	if v := Check(nil, meant); v.Outcome != promise.Pass {
 		t.Errorf("no event: %+v", v)
 	}
 	v := Check([]Event{in(container("etcd-cp1", "etcd"), 0), in(container("coredns-7d8f", "coredns"), 2*time.Minute)}, meant)
-	if v.Outcome != certify.Fail || !strings.Contains(v.Reason, "1 restart(s), crash(es) or eviction(s) no step meant, first: 2026-12-01T14:02:00Z kube-system/coredns-7d8f container coredns on cp1") ||
+	if v.Outcome != promise.Fail || !strings.Contains(v.Reason, "1 restart(s), crash(es) or eviction(s) no step meant, first: 2026-12-01T14:02:00Z kube-system/coredns-7d8f container coredns on cp1") ||
 		!strings.Contains(v.Evidence[0], "last lines: leaderelection lost") || !strings.HasPrefix(v.Evidence[1], "meant: ") {
 		t.Errorf("one meant, one not: %+v", v)
 	}
@@ -82,7 +82,7 @@ func TestMeantAndCheck(t *testing.T) {
 		t.Error(err)
 	}
 	// A node leaving Ready is cluster.nodes-stay-ready's, not this one's.
-	if v := Check([]Event{in(Event{Kind: NotReady, Node: "w1"}, 0)}, meant); v.Outcome != certify.Pass {
+	if v := Check([]Event{in(Event{Kind: NotReady, Node: "w1"}, 0)}, meant); v.Outcome != promise.Pass {
 		t.Errorf("a worker not Ready: %+v", v)
 	}
 }

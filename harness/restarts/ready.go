@@ -13,7 +13,7 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"github.com/skewer-k8s/skewer/harness/audit"
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
 // CauseStuckOnOneAPIServer is why a node left Ready when its kubelet's
@@ -38,7 +38,7 @@ const beforeNotReady = 2 * time.Minute
 // evidence, any other fails the promise, each with its cause read from
 // the audit logs at auditLogs (every apiserver the cluster has had): why
 // the node's kubelet could not renew its lease.
-func StayReady(seen []Event, meant func(Event) bool, auditLogs []string) certify.Verdict {
+func StayReady(seen []Event, meant func(Event) bool, auditLogs []string) promise.Verdict {
 	const id = "cluster.nodes-stay-ready"
 	var expected, unexpected []Event
 	for _, e := range seen {
@@ -55,7 +55,7 @@ func StayReady(seen []Event, meant func(Event) bool, auditLogs []string) certify
 		evidence = append(evidence, "meant: "+e.String())
 	}
 	if len(unexpected) == 0 {
-		return certify.Verdict{ID: id, Outcome: certify.Pass,
+		return promise.Verdict{ID: id, Outcome: promise.Pass,
 			Evidence: append([]string{fmt.Sprintf("no node left Ready but one a step acted on (%d did)", len(expected))}, evidence...)}
 	}
 	// The nodes a step acted on: an apiserver being upgraded or faulted.
@@ -68,7 +68,7 @@ func StayReady(seen []Event, meant func(Event) bool, auditLogs []string) certify
 	requests, err := requestsBefore(auditLogs, unexpected)
 	var causes, lines []string
 	for _, e := range unexpected {
-		cause, why := certify.UnknownCause, "its kubelet's requests could not be read: "+fmt.Sprint(err)
+		cause, why := promise.UnknownCause, "its kubelet's requests could not be read: "+fmt.Sprint(err)
 		if err == nil {
 			cause, why = whyNotReady(e, requests, acted)
 		}
@@ -81,7 +81,7 @@ func StayReady(seen []Event, meant func(Event) bool, auditLogs []string) certify
 			lines = append(lines, "  through the load balancer, on: "+c)
 		}
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Fail, Causes: causes, Evidence: append(lines, evidence...),
+	return promise.Verdict{ID: id, Outcome: promise.Fail, Causes: causes, Evidence: append(lines, evidence...),
 		Reason: fmt.Sprintf("%d node(s) no step acted on left Ready, first: %s", len(unexpected), lines[0])}
 }
 
@@ -168,7 +168,7 @@ func whyNotReady(e Event, requests []request, acted map[string]bool) (cause, why
 	said := fmt.Sprintf("its kubelet's last %d request(s) (%s to %s) all failed, at %s: %s", len(failed),
 		failed[0].received.UTC().Format("15:04:05"), failed[len(failed)-1].received.UTC().Format("15:04:05"), counted(at), counted(codes))
 	if len(at) > 1 {
-		return certify.UnknownCause, said + "; more than one apiserver failed it"
+		return promise.UnknownCause, said + "; more than one apiserver failed it"
 	}
 	stuck := failed[0].server
 	served := map[string]int{} // others' requests each apiserver served meanwhile
@@ -185,7 +185,7 @@ func whyNotReady(e Event, requests []request, acted map[string]bool) (cause, why
 	}
 	sort.Strings(others)
 	if len(others) == 0 {
-		return certify.UnknownCause, said + "; no other apiserver served anyone meanwhile"
+		return promise.UnknownCause, said + "; no other apiserver served anyone meanwhile"
 	}
 	return CauseStuckOnOneAPIServer, said + "; meanwhile the others served other clients (" + strings.Join(others, ", ") + ")"
 }
@@ -221,7 +221,7 @@ func stuckUnlogged(e Event, requests []request, acted map[string]bool, said stri
 		}
 	}
 	if len(backends) == 0 {
-		return certify.UnknownCause, said + "; the load balancer's log names no connection of the node open then"
+		return promise.UnknownCause, said + "; the load balancer's log names no connection of the node open then"
 	}
 	var stuck string
 	for b := range backends {
@@ -230,11 +230,11 @@ func stuckUnlogged(e Event, requests []request, acted map[string]bool, said stri
 	timedOut := kubeletShapes(e.Logs)["timed out"] > 0
 	switch {
 	case len(backends) > 1:
-		return certify.UnknownCause, said + "; its connections through the load balancer were on more than one apiserver"
+		return promise.UnknownCause, said + "; its connections through the load balancer were on more than one apiserver"
 	case !acted[stuck]:
-		return certify.UnknownCause, said + "; its connections through the load balancer were all on " + stuck + ", a node no step acted on"
+		return promise.UnknownCause, said + "; its connections through the load balancer were all on " + stuck + ", a node no step acted on"
 	case !timedOut:
-		return certify.UnknownCause, said + "; its connections were all on " + stuck + ", but its kubelet logged no timeout"
+		return promise.UnknownCause, said + "; its connections were all on " + stuck + ", but its kubelet logged no timeout"
 	}
 	served := map[string]int{}
 	for _, r := range requests {
@@ -243,7 +243,7 @@ func stuckUnlogged(e Event, requests []request, acted map[string]bool, said stri
 		}
 	}
 	if len(served) == 0 {
-		return certify.UnknownCause, said + "; its connections were all on " + stuck + ", and no other apiserver served anyone meanwhile"
+		return promise.UnknownCause, said + "; its connections were all on " + stuck + ", and no other apiserver served anyone meanwhile"
 	}
 	return CauseStuckOnOneAPIServer, said + "; its connections through the load balancer were all on the apiserver of " + stuck +
 		" (a node a step acted on), which logged none of them; meanwhile the others served other clients (" + counted(served) + ")"

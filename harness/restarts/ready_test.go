@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/version"
 )
 
@@ -94,11 +94,11 @@ func TestStayReady(t *testing.T) {
 		// After it left Ready: not what made it.
 		req{"cp1", kubelet, 70, 200, 0})
 
-	if v := StayReady([]Event{cpNotReady}, meant, nil); v.Outcome != certify.Pass || !strings.HasPrefix(v.Evidence[1], "meant: ") {
+	if v := StayReady([]Event{cpNotReady}, meant, nil); v.Outcome != promise.Pass || !strings.HasPrefix(v.Evidence[1], "meant: ") {
 		t.Errorf("the node a step acts on: %+v", v)
 	}
 	v := StayReady([]Event{notReady, cpNotReady}, meant, stuck)
-	if v.Outcome != certify.Fail || len(v.Causes) != 1 || v.Causes[0] != CauseStuckOnOneAPIServer {
+	if v.Outcome != promise.Fail || len(v.Causes) != 1 || v.Causes[0] != CauseStuckOnOneAPIServer {
 		t.Fatalf("stuck on cp3: %+v", v)
 	}
 	for _, want := range []string{"node w1 not Ready", "last 3 request(s) (17:32:10 to 17:32:30) all failed, at cp3 ×3", "504 Timeout: request did not complete", "500 ×1", "the others served other clients (cp1 1, cp2 1)"} {
@@ -112,12 +112,12 @@ func TestStayReady(t *testing.T) {
 	// The repository waives it no more: the harness applies kubeadm's
 	// workaround (kubeadm#2991: the clients moved off before the upgrade),
 	// so a worker stuck on one apiserver fails, its cause named.
-	loaded, err := certify.LoadWaivers(filepath.Join("..", "..", "clusters", "waivers", "upstream.yaml"))
+	loaded, err := promise.LoadWaivers(filepath.Join("..", "..", "clusters", "waivers", "upstream.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ws := loaded.For(version.MustParse("v1.35.4"), version.MustParse("v1.36.3"))
-	if got := ws.Apply(v, false); got.Outcome != certify.Fail {
+	if got := ws.Apply(v, false); got.Outcome != promise.Fail {
 		t.Errorf("waived: %+v", got)
 	}
 
@@ -128,7 +128,7 @@ func TestStayReady(t *testing.T) {
 	late := auditLogs(t, at,
 		req{"cp3", kubelet, 0, 200, 0}, req{"cp3", kubelet, 10, 504, 10}, req{"cp3", kubelet, 20, 504, 10}, req{"cp3", kubelet, 30, 500, 10},
 		req{"cp1", "kubernetes-admin", 15, 200, 0}, req{"cp2", "kubernetes-admin", 25, 201, 0}, req{"cp3", kubelet, 55, 200, 9})
-	if v := StayReady([]Event{notReady}, meant, late); v.Outcome != certify.Fail || v.Causes[0] != CauseStuckOnOneAPIServer ||
+	if v := StayReady([]Event{notReady}, meant, late); v.Outcome != promise.Fail || v.Causes[0] != CauseStuckOnOneAPIServer ||
 		!strings.Contains(v.Reason, "last 3 request(s) (17:32:10 to 17:32:30) all failed, at cp3 ×3") {
 		t.Errorf("a request answered after the node left Ready hid its failures: %+v", v)
 	}
@@ -143,10 +143,10 @@ func TestStayReady(t *testing.T) {
 		"no audit log":             {nil, "could not be read: no audit log"},
 	} {
 		v := StayReady([]Event{notReady}, meant, tc.logs)
-		if v.Outcome != certify.Fail || v.Causes[0] != certify.UnknownCause || !strings.Contains(v.Reason, tc.why) {
+		if v.Outcome != promise.Fail || v.Causes[0] != promise.UnknownCause || !strings.Contains(v.Reason, tc.why) {
 			t.Errorf("%s: %+v", name, v)
 		}
-		if got := ws.Apply(v, false); got.Outcome != certify.Fail {
+		if got := ws.Apply(v, false); got.Outcome != promise.Fail {
 			t.Errorf("%s: the waiver covers an unknown cause: %+v", name, got)
 		}
 	}
@@ -161,7 +161,7 @@ func TestStayReady(t *testing.T) {
 		`E1201 17:32:50.000000     245 kubelet_node_status.go:549] "Error updating node status, will retry" err="http2: client connection lost"`,
 	}, "\n"), 2)
 	v = StayReady([]Event{quiet}, meant, auditLogs(t, at, req{"cp3", kubelet, 10, 200, 0}))
-	if v.Outcome != certify.Fail || v.Causes[0] != certify.UnknownCause ||
+	if v.Outcome != promise.Fail || v.Causes[0] != promise.UnknownCause ||
 		!strings.Contains(v.Reason, "its kubelet's last 2 error line(s) say its requests connection lost ×1, timed out ×1") {
 		t.Errorf("the kubelet's own view: %+v", v)
 	}

@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/wait"
 )
 
@@ -21,7 +21,7 @@ const legacyJobWatch = 10 * time.Second
 // log agent is a native sidecar completes once its app (exiting after
 // 3 s) has; the same Job with the agent as a regular container does not
 // - the reason to migrate - which is shown, not judged.
-func (s *Sidecars) CheckJobs(ctx context.Context) certify.Verdict {
+func (s *Sidecars) CheckJobs(ctx context.Context) promise.Verdict {
 	ns, done, err := s.namespace(ctx, nil)
 	if err != nil {
 		return failed("sidecar.job.completes", "%v", err)
@@ -124,7 +124,7 @@ func (s *Sidecars) jobPods(ctx context.Context, ns, job string) string {
 // crashes 2 s after each start (a crash loop) completes on the app's
 // result - Complete, no failure counted against its backoffLimit of 0 -
 // and the sidecar's restarts are a separate signal, read from the Pod.
-func (s *Sidecars) CheckJobSidecarCrashes(ctx context.Context) certify.Verdict {
+func (s *Sidecars) CheckJobSidecarCrashes(ctx context.Context) promise.Verdict {
 	const id = "sidecar.job.sidecar-crashes"
 	ns, done, err := s.namespace(ctx, nil)
 	if err != nil {

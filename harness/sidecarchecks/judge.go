@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/skewer-k8s/skewer/fixtures"
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/sidecar"
 	"github.com/skewer-k8s/skewer/harness/wait"
 )
@@ -27,7 +27,7 @@ import (
 
 // JudgeStartOrder is sidecar.start.order on each kubelet's Pod (startup
 // probe or not): what its fixtures recorded and its statuses.
-func JudgeStartOrder(kubelets []Kubelet, probe bool, events map[string][]fixtures.Event, pods map[string]*corev1.Pod) certify.Verdict {
+func JudgeStartOrder(kubelets []Kubelet, probe bool, events map[string][]fixtures.Event, pods map[string]*corev1.Pod) promise.Verdict {
 	return perKubelet(kubelets, "sidecar.start.order", func(k Kubelet) ([]string, error) {
 		line, err := judgeStartOrder(events[k.Name], pods[k.Name], probe)
 		if err != nil {
@@ -39,7 +39,7 @@ func JudgeStartOrder(kubelets []Kubelet, probe bool, events map[string][]fixture
 
 // JudgeCrashAlone is sidecar.crash.restarts-alone on each kubelet's Pod
 // once its sidecar restarted, its app having started at appStarted.
-func JudgeCrashAlone(kubelets []Kubelet, after map[string]*corev1.Pod, appStarted map[string]metav1.Time, events map[string][]fixtures.Event) certify.Verdict {
+func JudgeCrashAlone(kubelets []Kubelet, after map[string]*corev1.Pod, appStarted map[string]metav1.Time, events map[string][]fixtures.Event) promise.Verdict {
 	return perKubelet(kubelets, "sidecar.crash.restarts-alone", func(k Kubelet) ([]string, error) {
 		return judgeCrashAlone(after[k.Name], appStarted[k.Name], func() ([]fixtures.Event, error) { return events[k.Name], nil })
 	})
@@ -47,7 +47,7 @@ func JudgeCrashAlone(kubelets []Kubelet, after map[string]*corev1.Pod, appStarte
 
 // JudgeReadinessGates is sidecar.readiness.gates on the Deployment whose
 // rollout halted, its Pods and its Service's EndpointSlices.
-func JudgeReadinessGates(halted *appsv1.Deployment, pods []corev1.Pod, slices []discoveryv1.EndpointSlice) certify.Verdict {
+func JudgeReadinessGates(halted *appsv1.Deployment, pods []corev1.Pod, slices []discoveryv1.EndpointSlice) promise.Verdict {
 	ev, err := judgeGates(halted, func() ([]corev1.Pod, error) { return pods, nil }, func() ([]discoveryv1.EndpointSlice, error) { return slices, nil })
 	return verdict("sidecar.readiness.gates", ev, err)
 }
@@ -55,7 +55,7 @@ func JudgeReadinessGates(halted *appsv1.Deployment, pods []corev1.Pod, slices []
 // JudgeJobCompletes is sidecar.job.completes on each kubelet's Job with a
 // native sidecar as last read; one not complete when the check's wait
 // would have ended is a failure, as the wait's timeout is.
-func JudgeJobCompletes(kubelets []Kubelet, jobs map[string]*batchv1.Job) certify.Verdict {
+func JudgeJobCompletes(kubelets []Kubelet, jobs map[string]*batchv1.Job) promise.Verdict {
 	return perKubelet(kubelets, "sidecar.job.completes", func(k Kubelet) ([]string, error) {
 		done, err := jobCompleted(jobs[k.Name], "")
 		if err == nil && !done {
@@ -67,7 +67,7 @@ func JudgeJobCompletes(kubelets []Kubelet, jobs map[string]*batchv1.Job) certify
 
 // JudgeJobSidecarCrashes is sidecar.job.sidecar-crashes on each kubelet's
 // Job once it ended, and its Pods.
-func JudgeJobSidecarCrashes(kubelets []Kubelet, jobs map[string]*batchv1.Job, pods map[string][]corev1.Pod) certify.Verdict {
+func JudgeJobSidecarCrashes(kubelets []Kubelet, jobs map[string]*batchv1.Job, pods map[string][]corev1.Pod) promise.Verdict {
 	return perKubelet(kubelets, "sidecar.job.sidecar-crashes", func(k Kubelet) ([]string, error) {
 		return judgeCrashLoopJob(jobs[k.Name], pods[k.Name], func() string { return "" })
 	})
@@ -77,7 +77,7 @@ func JudgeJobSidecarCrashes(kubelets []Kubelet, jobs map[string]*batchv1.Job, po
 // the resource check's Pod alone charged (used), the helper a native
 // sidecar or a regular container: the check waits, within within, for
 // the formula's requests to be charged.
-func JudgeQuotaCharge(ctx context.Context, native bool, used corev1.ResourceList, within time.Duration) certify.Verdict {
+func JudgeQuotaCharge(ctx context.Context, native bool, used corev1.ResourceList, within time.Duration) promise.Verdict {
 	c := sizedCases[1]
 	if native {
 		c = sizedCases[0]
@@ -99,7 +99,7 @@ func JudgeQuotaCharge(ctx context.Context, native bool, used corev1.ResourceList
 // JudgeQuotaAdmission is sidecar.resources.quota-admission on how the API
 // answered the create of the native Pod under the quota between the two
 // formulas.
-func JudgeQuotaAdmission(createErr error) certify.Verdict {
+func JudgeQuotaAdmission(createErr error) promise.Verdict {
 	ev, err := nativeRefused(quotaHard, createErr)
 	return verdict("sidecar.resources.quota-admission", ev, err)
 }
@@ -111,7 +111,7 @@ type Cgroup struct{ Path, CPUMax, MemoryMax string }
 // JudgeLimits is sidecar.resources.limits-qos on each kubelet's Pod of the
 // limits check, the helper a native sidecar or not, as the API runs it,
 // and its cgroup.
-func JudgeLimits(kubelets []Kubelet, native bool, pods map[string]*corev1.Pod, cgroups map[string]Cgroup) certify.Verdict {
+func JudgeLimits(kubelets []Kubelet, native bool, pods map[string]*corev1.Pod, cgroups map[string]Cgroup) promise.Verdict {
 	c := sizedCases[1]
 	if native {
 		c = sizedCases[0]
@@ -155,7 +155,7 @@ func judgeStoppedPod(s Stopped, tc terminationCase) (string, int, error) {
 
 // JudgeReverseOrder is sidecar.termination.reverse-order on each
 // kubelet's Pod deleted with time to flush.
-func JudgeReverseOrder(kubelets []Kubelet, seen map[string]Stopped) certify.Verdict {
+func JudgeReverseOrder(kubelets []Kubelet, seen map[string]Stopped) promise.Verdict {
 	return perKubelet(kubelets, "sidecar.termination.reverse-order", func(k Kubelet) ([]string, error) {
 		return flushedAll(judgeStoppedPod(seen[k.Name], reverseOrderCase))
 	})
@@ -163,7 +163,7 @@ func JudgeReverseOrder(kubelets []Kubelet, seen map[string]Stopped) certify.Verd
 
 // JudgeBoundedFlush is sidecar.termination.bounded-flush on each
 // kubelet's Pod deleted with a backlog larger than its flush budget.
-func JudgeBoundedFlush(kubelets []Kubelet, seen map[string]Stopped) certify.Verdict {
+func JudgeBoundedFlush(kubelets []Kubelet, seen map[string]Stopped) promise.Verdict {
 	return perKubelet(kubelets, "sidecar.termination.bounded-flush", func(k Kubelet) ([]string, error) {
 		return lostSome(judgeStoppedPod(seen[k.Name], boundedFlushCase))
 	})
@@ -181,7 +181,7 @@ type Stubborn struct {
 
 // JudgeSIGTERMIgnored is sidecar.termination.sigterm-ignored on each
 // kubelet's Pod.
-func JudgeSIGTERMIgnored(kubelets []Kubelet, seen map[string]Stubborn) certify.Verdict {
+func JudgeSIGTERMIgnored(kubelets []Kubelet, seen map[string]Stubborn) promise.Verdict {
 	return perKubelet(kubelets, "sidecar.termination.sigterm-ignored", func(k Kubelet) ([]string, error) {
 		s := seen[k.Name]
 		line, err := judgeStubborn(s.Events, s.Deleted, s.Gone, func() (int, error) { return s.Kept, nil })
@@ -191,51 +191,51 @@ func JudgeSIGTERMIgnored(kubelets []Kubelet, seen map[string]Stubborn) certify.V
 
 // JudgeStrippedPreflight is sidecar.stripped.preflight on the batches of
 // a migration of tg under the stripping webhook.
-func JudgeStrippedPreflight(tg sidecar.Target, res []sidecar.BatchResult) certify.Verdict {
+func JudgeStrippedPreflight(tg sidecar.Target, res []sidecar.BatchResult) promise.Verdict {
 	return verdict("sidecar.stripped.preflight", nil, stoppedBefore(tg, res))
 }
 
 // JudgeStrippedShapes is sidecar.stripped.shapes on how the API answered
 // the create of a stripped sidecar with a startup probe.
-func JudgeStrippedShapes(createErr error) certify.Verdict {
+func JudgeStrippedShapes(createErr error) promise.Verdict {
 	ev, err := probedRejected(createErr)
 	return verdict("sidecar.stripped.shapes", ev, err)
 }
 
 // JudgeOldClient is sidecar.stripped.old-client on the template the old
 // client's read-modify-write stored.
-func JudgeOldClient(stored corev1.PodSpec) certify.Verdict {
+func JudgeOldClient(stored corev1.PodSpec) promise.Verdict {
 	return verdict("sidecar.stripped.old-client", nil, droppedByOldClient(stored, []string{CrashingSidecar}))
 }
 
 // JudgeMigrationBatches is sidecar.migration.batches on a migration's
 // batches, the second one's helper crashing.
-func JudgeMigrationBatches(results []sidecar.BatchResult) certify.Verdict {
+func JudgeMigrationBatches(results []sidecar.BatchResult) promise.Verdict {
 	ev, err := stoppedAtBreach(results)
 	return verdict("sidecar.migration.batches", ev, err)
 }
 
 // JudgeMigrationRollback is sidecar.migration.rollback on tg's template
 // before the migration and after its rollback.
-func JudgeMigrationRollback(tg sidecar.Target, before, after corev1.PodTemplateSpec) certify.Verdict {
+func JudgeMigrationRollback(tg sidecar.Target, before, after corev1.PodTemplateSpec) promise.Verdict {
 	return verdict("sidecar.migration.rollback", nil, backOnLegacy(tg, before, after))
 }
 
 // JudgeStopCondition is sidecar.migration.stop-conditions on the batches
 // of the migration of the case name, whose breach must name want.
-func JudgeStopCondition(name, want string, results []sidecar.BatchResult) certify.Verdict {
+func JudgeStopCondition(name, want string, results []sidecar.BatchResult) promise.Verdict {
 	line, err := stoppedFirst(name, want, results)
 	return verdict("sidecar.migration.stop-conditions", []string{line}, err)
 }
 
 // JudgeWorkerReplaced is sidecar.worker-replaced on what the Pod back on
 // the new worker node recorded.
-func JudgeWorkerReplaced(node string, events []fixtures.Event) certify.Verdict {
+func JudgeWorkerReplaced(node string, events []fixtures.Event) promise.Verdict {
 	_, _, _, err := startedInOrder(node, events)
 	return verdict("sidecar.worker-replaced", nil, err)
 }
 
 // perKubelet is onEach over evidence already gathered.
-func perKubelet(kubelets []Kubelet, id certify.ID, judge func(Kubelet) ([]string, error)) certify.Verdict {
+func perKubelet(kubelets []Kubelet, id promise.ID, judge func(Kubelet) ([]string, error)) promise.Verdict {
 	return (&Sidecars{Kubelets: kubelets}).onEach(context.Background(), id, func(_ context.Context, k Kubelet) ([]string, error) { return judge(k) })
 }

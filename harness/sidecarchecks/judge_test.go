@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/skewer-k8s/skewer/fixtures"
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/sidecar"
 )
 
@@ -62,7 +62,7 @@ func TestJudgesPassWhatHolds(t *testing.T) {
 	legacy := corev1.PodTemplateSpec{Spec: corev1.PodSpec{ServiceAccountName: "web", Containers: []corev1.Container{{Name: "app"}, {Name: CrashingSidecar}}}}
 	invalid := apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "with-probes", field.ErrorList{field.Forbidden(
 		field.NewPath("spec", "initContainers").Index(0).Child("startupProbe"), "may not be set for init containers without restartPolicy=Always")})
-	for name, v := range map[string]certify.Verdict{
+	for name, v := range map[string]promise.Verdict{
 		"start order": JudgeStartOrder(testKubelets, false, onBoth(recorded("proxy start", "app start")),
 			onBoth(&corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{running("proxy", t0, 0)},
 				ContainerStatuses: []corev1.ContainerStatus{running("app", t0.Add(time.Second), 0)}}})),
@@ -99,7 +99,7 @@ func TestJudgesPassWhatHolds(t *testing.T) {
 			Breach: "ReadyWithin 5s breached: ns/ready-latency not ready"}}),
 		"worker replaced": JudgeWorkerReplaced("w2", recorded("log-agent start", "proxy start", "app start")),
 	} {
-		if v.Outcome != certify.Pass {
+		if v.Outcome != promise.Pass {
 			t.Errorf("%s: %s %s: %s", name, v.ID, v.Outcome, v.Reason)
 		}
 	}
@@ -111,7 +111,7 @@ func TestOneKubeletIsNotEnough(t *testing.T) {
 	v := JudgeStartOrder(testKubelets[:1], false, onBoth(recorded("proxy start", "app start")),
 		onBoth(&corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{running("proxy", t0, 0)},
 			ContainerStatuses: []corev1.ContainerStatus{running("app", t0.Add(time.Second), 0)}}}))
-	if v.Outcome != certify.Fail || !strings.Contains(v.Reason, "one side of the skew is not checked") {
+	if v.Outcome != promise.Fail || !strings.Contains(v.Reason, "one side of the skew is not checked") {
 		t.Errorf("one kubelet: %+v", v)
 	}
 }

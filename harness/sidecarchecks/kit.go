@@ -25,8 +25,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/skewer-k8s/skewer/fixtures"
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/wait"
 )
 
@@ -87,35 +87,35 @@ func New(ctx context.Context, c *cluster.Cluster, image string) (*Sidecars, erro
 // evidence; the first failure fails it, named with its kubelet. A cluster
 // whose kubelets all run one version fails it too: a side of the skew
 // would go unchecked.
-func (s *Sidecars) onEach(ctx context.Context, id certify.ID, check func(context.Context, Kubelet) ([]string, error)) certify.Verdict {
+func (s *Sidecars) onEach(ctx context.Context, id promise.ID, check func(context.Context, Kubelet) ([]string, error)) promise.Verdict {
 	var ev []string
 	for _, k := range s.Kubelets {
 		lines, err := check(ctx, k)
 		if err != nil {
-			return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Reason: fmt.Sprintf("%s: %v", k, err)}
+			return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev, Reason: fmt.Sprintf("%s: %v", k, err)}
 		}
 		for _, l := range lines {
 			ev = append(ev, k.String()+": "+l)
 		}
 	}
 	if len(s.Kubelets) < 2 {
-		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev,
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev,
 			Reason: fmt.Sprintf("the cluster's kubelets all run %v: one side of the skew is not checked", s.Kubelets)}
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: ev}
 }
 
 // failed is a failed verdict that says what went wrong.
-func failed(id certify.ID, format string, args ...any) certify.Verdict {
-	return certify.Verdict{ID: id, Outcome: certify.Fail, Reason: fmt.Sprintf(format, args...)}
+func failed(id promise.ID, format string, args ...any) promise.Verdict {
+	return promise.Verdict{ID: id, Outcome: promise.Fail, Reason: fmt.Sprintf(format, args...)}
 }
 
 // verdict is id's verdict on a check's evidence and error.
-func verdict(id certify.ID, ev []string, err error) certify.Verdict {
+func verdict(id promise.ID, ev []string, err error) promise.Verdict {
 	if err != nil {
-		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Reason: err.Error()}
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev, Reason: err.Error()}
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: ev}
 }
 
 // namespace makes a namespace for one check; done deletes it (with a
@@ -303,17 +303,17 @@ func firstEvent(ev []fixtures.Event, who, what string) (time.Time, error) {
 // A Check is one of the sidecar checks: the promises it judges, whether
 // it crashes CrashingSidecar on purpose, and how it runs.
 type Check struct {
-	IDs     []certify.ID
+	IDs     []promise.ID
 	Crashes bool
-	Run     func(*Sidecars, context.Context) []certify.Verdict
+	Run     func(*Sidecars, context.Context) []promise.Verdict
 }
 
 // one is a check of one verdict as a check of several.
-func one(check func(*Sidecars, context.Context) certify.Verdict) func(*Sidecars, context.Context) []certify.Verdict {
-	return func(s *Sidecars, ctx context.Context) []certify.Verdict { return []certify.Verdict{check(s, ctx)} }
+func one(check func(*Sidecars, context.Context) promise.Verdict) func(*Sidecars, context.Context) []promise.Verdict {
+	return func(s *Sidecars, ctx context.Context) []promise.Verdict { return []promise.Verdict{check(s, ctx)} }
 }
 
-func ids(ids ...certify.ID) []certify.ID { return ids }
+func ids(ids ...promise.ID) []promise.ID { return ids }
 
 // Checks are the checks that may run together, ChecksAtOnce at a time,
 // the longest first. They share nothing but the cluster: each has its own
@@ -340,8 +340,8 @@ var Checks = []Check{
 var Alone = Check{IDs: ids("sidecar.worker-replaced"), Run: one((*Sidecars).CheckWorkerReplaced)}
 
 // Promises are what the sidecar checks judge, Alone's last.
-var Promises = func() []certify.ID {
-	var out []certify.ID
+var Promises = func() []promise.ID {
+	var out []promise.ID
 	for _, c := range append(slices.Clone(Checks), Alone) {
 		out = append(out, c.IDs...)
 	}

@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/sidecar"
 )
 
@@ -20,25 +20,25 @@ import (
 // sidecar.migration.rollback (every migrated Deployment back on its
 // legacy template - hash, ports, volumes, service account - and rolled
 // out on it).
-func (s *Sidecars) CheckMigration(ctx context.Context) []certify.Verdict {
+func (s *Sidecars) CheckMigration(ctx context.Context) []promise.Verdict {
 	const batches, rollback = "sidecar.migration.batches", "sidecar.migration.rollback"
 	var targets []sidecar.Target
 	before := map[sidecar.Target]corev1.PodTemplateSpec{}
 	for i := range 3 {
 		ns, done, err := s.namespace(ctx, nil)
 		if err != nil {
-			return []certify.Verdict{failed(batches, "%v", err), failed(rollback, "%v", err)}
+			return []promise.Verdict{failed(batches, "%v", err), failed(rollback, "%v", err)}
 		}
 		defer done()
 		tg, tmpl, err := s.legacyDeployment(ctx, ns, i == 1)
 		if err != nil {
-			return []certify.Verdict{failed(batches, "%v", err), failed(rollback, "%v", err)}
+			return []promise.Verdict{failed(batches, "%v", err), failed(rollback, "%v", err)}
 		}
 		targets = append(targets, tg)
 		before[tg] = tmpl
 	}
 	ev, err := s.migrateInBatches(ctx, targets, before)
-	out := []certify.Verdict{verdict(batches, ev, err)}
+	out := []promise.Verdict{verdict(batches, ev, err)}
 	ev, err = s.rollBack(ctx, targets, before)
 	return append(out, verdict(rollback, ev, err))
 }

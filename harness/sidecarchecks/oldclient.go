@@ -10,7 +10,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/sidecar"
 	"github.com/skewer-k8s/skewer/harness/wait"
 )
@@ -29,7 +29,7 @@ const touchedBy = "skewer.io/touched-by"
 // the Deployment back to its legacy template, rolled out. It fails when
 // they miss it - and when the field survived, since then the fixture did
 // not play an old client.
-func (s *Sidecars) CheckOldClient(ctx context.Context) certify.Verdict {
+func (s *Sidecars) CheckOldClient(ctx context.Context) promise.Verdict {
 	const id = "sidecar.stripped.old-client"
 	ev, err := s.oldClient(ctx)
 	return verdict(id, ev, err)

@@ -13,14 +13,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/skewer-k8s/skewer/fixtures"
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/wait"
 )
 
 // CheckStartOrder judges sidecar.start.order on every kubelet: the app
 // starts only after its native sidecar has started and, when a startup
 // probe gates the sidecar, after it is ready.
-func (s *Sidecars) CheckStartOrder(ctx context.Context) certify.Verdict {
+func (s *Sidecars) CheckStartOrder(ctx context.Context) promise.Verdict {
 	return s.onEach(ctx, "sidecar.start.order", func(ctx context.Context, k Kubelet) ([]string, error) {
 		var ev []string
 		for _, probe := range []bool{true, false} {
@@ -105,7 +105,7 @@ const CrashingSidecar = "proxy"
 
 // CheckCrashAlone judges sidecar.crash.restarts-alone on every kubelet: a
 // sidecar that exits with an error once is restarted, and nothing else.
-func (s *Sidecars) CheckCrashAlone(ctx context.Context) certify.Verdict {
+func (s *Sidecars) CheckCrashAlone(ctx context.Context) promise.Verdict {
 	return s.onEach(ctx, "sidecar.crash.restarts-alone", func(ctx context.Context, k Kubelet) ([]string, error) {
 		ns, done, err := s.namespace(ctx, nil)
 		if err != nil {
@@ -166,7 +166,7 @@ func judgeCrashAlone(after *corev1.Pod, appStarted metav1.Time, read func() ([]f
 // CheckReadinessGates judges sidecar.readiness.gates: a sidecar that never
 // turns ready keeps its Pod out of the Service's ready endpoints and halts
 // the Deployment's rollout while the old Pod serves.
-func (s *Sidecars) CheckReadinessGates(ctx context.Context) certify.Verdict {
+func (s *Sidecars) CheckReadinessGates(ctx context.Context) promise.Verdict {
 	ev, err := s.readinessGates(ctx)
 	return verdict("sidecar.readiness.gates", ev, err)
 }

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/wait"
 )
 
@@ -59,9 +59,9 @@ func (s *Sidecars) sizedPod(ns, node string, c sizedCase, limits bool) *corev1.P
 // with the helper as a native sidecar and as a regular container) and
 // sidecar.resources.quota-admission (a quota between the two admits the
 // legacy Pod and rejects the native one, by that formula).
-func (s *Sidecars) CheckResources(ctx context.Context) []certify.Verdict {
+func (s *Sidecars) CheckResources(ctx context.Context) []promise.Verdict {
 	ev, err := s.resources(ctx)
-	out := []certify.Verdict{verdict("sidecar.resources.formula", ev, err)}
+	out := []promise.Verdict{verdict("sidecar.resources.formula", ev, err)}
 	ev, err = s.quotaAdmission(ctx)
 	return append(out, verdict("sidecar.resources.quota-admission", ev, err))
 }
@@ -199,7 +199,7 @@ func nativeRefused(hard string, err error) ([]string, error) {
 // the QoS class computed here (Guaranteed), and the kubelet puts it in
 // that class's cgroup with the Pod's CPU quota and memory limit set to
 // the formula's effective limits - native sidecar and regular helper.
-func (s *Sidecars) CheckLimits(ctx context.Context) certify.Verdict {
+func (s *Sidecars) CheckLimits(ctx context.Context) promise.Verdict {
 	return s.onEach(ctx, "sidecar.resources.limits-qos", func(ctx context.Context, k Kubelet) ([]string, error) {
 		ns, done, err := s.namespace(ctx, nil)
 		if err != nil {

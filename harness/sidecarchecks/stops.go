@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/sidecar"
 )
 
@@ -38,7 +38,7 @@ type stopCase struct {
 // replaced Pod is gone; none may be lost). Each migration must stop at
 // its first batch, naming the condition, and leave its second batch - a
 // bystander picked by another selector - untouched.
-func (s *Sidecars) CheckStopConditions(ctx context.Context) certify.Verdict {
+func (s *Sidecars) CheckStopConditions(ctx context.Context) promise.Verdict {
 	ev, err := s.stopConditions(ctx)
 	return verdict("sidecar.migration.stop-conditions", ev, err)
 }

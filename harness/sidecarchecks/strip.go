@@ -20,7 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/sidecar"
 	"github.com/skewer-k8s/skewer/harness/wait"
 )
@@ -31,15 +31,15 @@ import (
 // and sidecar.stripped.shapes (a stripped sidecar with probes is rejected
 // by the API; one without leaves its Pod stuck in Init, the app never
 // started).
-func (s *Sidecars) CheckStripped(ctx context.Context) []certify.Verdict {
+func (s *Sidecars) CheckStripped(ctx context.Context) []promise.Verdict {
 	const preflight, shapes = "sidecar.stripped.preflight", "sidecar.stripped.shapes"
 	target, done, err := s.deployStripper(ctx)
 	if err != nil {
-		return []certify.Verdict{failed(preflight, "the stripping webhook: %v", err), failed(shapes, "the stripping webhook: %v", err)}
+		return []promise.Verdict{failed(preflight, "the stripping webhook: %v", err), failed(shapes, "the stripping webhook: %v", err)}
 	}
 	defer done()
 	ev, err := s.preflight(ctx, target)
-	out := []certify.Verdict{verdict(preflight, ev, err)}
+	out := []promise.Verdict{verdict(preflight, ev, err)}
 	ev, err = s.strippedShapes(ctx, target)
 	return append(out, verdict(shapes, ev, err))
 }

@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/skewer-k8s/skewer/fixtures"
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/wait"
 )
 
@@ -22,8 +22,8 @@ import (
 // every line) and sidecar.termination.bounded-flush (a flush cut short by
 // a short grace period loses lines, counted from what reached the sink,
 // and does not hold the Pod past its grace period).
-func (s *Sidecars) CheckTermination(ctx context.Context) []certify.Verdict {
-	return []certify.Verdict{
+func (s *Sidecars) CheckTermination(ctx context.Context) []promise.Verdict {
+	return []promise.Verdict{
 		s.onEach(ctx, "sidecar.termination.reverse-order", func(ctx context.Context, k Kubelet) ([]string, error) {
 			return flushedAll(s.terminate(ctx, k, reverseOrderCase))
 		}),
@@ -210,7 +210,7 @@ const stubbornGrace = 5
 // grace period and no longer (the kubelet's SIGKILL ends the sidecar; the
 // Pod is gone within the bound), and the app, stopped first, kept every
 // line it wrote.
-func (s *Sidecars) CheckSIGTERMIgnored(ctx context.Context) certify.Verdict {
+func (s *Sidecars) CheckSIGTERMIgnored(ctx context.Context) promise.Verdict {
 	return s.onEach(ctx, "sidecar.termination.sigterm-ignored", func(ctx context.Context, k Kubelet) ([]string, error) {
 		line, err := s.stubborn(ctx, k)
 		return []string{line}, err

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/skewer-k8s/skewer/fixtures"
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 	"github.com/skewer-k8s/skewer/harness/version"
 )
@@ -31,7 +31,7 @@ const poolLabel = "skewer.io/sidecar-pool"
 // its grace period) and removed, and the Pod comes back on the new worker
 // with its sidecars started before the app. The cluster keeps the new
 // worker: this check runs last.
-func (s *Sidecars) CheckWorkerReplaced(ctx context.Context) certify.Verdict {
+func (s *Sidecars) CheckWorkerReplaced(ctx context.Context) promise.Verdict {
 	const id = "sidecar.worker-replaced"
 	ev, err := s.replaceWorker(ctx)
 	return verdict(id, ev, err)

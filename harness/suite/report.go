@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
 // Record is one line of a suite's report: a figure measured, or a
@@ -18,7 +18,7 @@ type Record struct {
 	Test string `json:"test"`
 	Text string `json:"text,omitempty"`
 	// Verdict is set when the record judges a promise.
-	Verdict *certify.Verdict `json:"verdict,omitempty"`
+	Verdict *promise.Verdict `json:"verdict,omitempty"`
 }
 
 // Measured logs a figure in t and keeps it for the suite's report,
@@ -38,7 +38,7 @@ func (s *Suite) Measured(t *testing.T, format string, args ...any) {
 // refused with -skewer.strict); a failure that stays fails t. There is no
 // third way: behaviour the catalogue does not expect is a failure or a
 // waiver, never a note that passes.
-func (s *Suite) Judge(t *testing.T, v certify.Verdict) {
+func (s *Suite) Judge(t *testing.T, v promise.Verdict) {
 	t.Helper()
 	v, err := judge(s.waivers, *flagStrict, v)
 	if v.Validate() == nil {
@@ -54,9 +54,9 @@ func (s *Suite) Judge(t *testing.T, v certify.Verdict) {
 
 // judge applies the waivers to v and says whether it fails the test: a
 // failure that stays, or a verdict that is not valid.
-func judge(ws certify.Waivers, strict bool, v certify.Verdict) (certify.Verdict, error) {
+func judge(ws promise.Waivers, strict bool, v promise.Verdict) (promise.Verdict, error) {
 	v = ws.Apply(v, strict)
-	return v, certify.Failed([]certify.Verdict{v})
+	return v, promise.Failed([]promise.Verdict{v})
 }
 
 // writeReport writes the records as Markdown (verdicts other than pass
@@ -72,7 +72,7 @@ func (s *Suite) writeReport() error {
 		switch {
 		case r.Verdict == nil:
 			measured = append(measured, fmt.Sprintf("- %s  \n  _%s_\n", r.Text, r.Test))
-		case r.Verdict.Outcome != certify.Pass:
+		case r.Verdict.Outcome != promise.Pass:
 			line := fmt.Sprintf("- **%s** %s: %s", r.Verdict.ID, r.Verdict.Outcome, r.Verdict.Reason)
 			if r.Verdict.Reference != "" {
 				line += " ([upstream](" + r.Verdict.Reference + "))"

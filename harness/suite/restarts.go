@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/restarts"
 )
 
@@ -81,7 +81,7 @@ func (s *Suite) JudgeRestarts() {
 	for _, v := range m.Judge(restarts.Meant(spans), auditLogs) {
 		v, err := judge(s.waivers, *flagStrict, v)
 		fmt.Fprintf(os.Stderr, "suite: VERDICT %s: %s %s\n", v.ID, v.Outcome, v.Reason)
-		if v.Outcome != certify.Pass {
+		if v.Outcome != promise.Pass {
 			for _, e := range v.Evidence {
 				fmt.Fprintf(os.Stderr, "  %s\n", e)
 			}

@@ -21,9 +21,9 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/yaml"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/restarts"
 	"github.com/skewer-k8s/skewer/harness/version"
 	"github.com/skewer-k8s/skewer/internal/source"
@@ -60,7 +60,7 @@ type Suite struct {
 	once    sync.Once
 	mu      sync.Mutex
 	records []Record
-	waivers certify.Waivers
+	waivers promise.Waivers
 	// also are versions beyond the profile's the suite moves the cluster to.
 	also []*version.Version
 	// monitor watches the cluster for restarts from the suite's start to
@@ -187,7 +187,7 @@ func (s *Suite) setup(ctx context.Context, profile string, deadline time.Duratio
 	if err != nil {
 		return err
 	}
-	if s.waivers, err = certify.LoadWaivers(filepath.Join(root, certify.UpstreamFile)); err != nil {
+	if s.waivers, err = promise.LoadWaivers(filepath.Join(root, promise.UpstreamFile)); err != nil {
 		return err
 	}
 	if *flagCluster != "" {

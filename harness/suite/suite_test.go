@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/version"
 )
 
@@ -98,26 +98,26 @@ func TestListingAndDryRunMakeNoCluster(t *testing.T) {
 }
 
 func TestJudge(t *testing.T) {
-	ws := certify.Waivers{"mvp.fault.only-peer-gone": {ID: "mvp.fault.only-peer-gone", Cause: "no-capable-peer", Versions: []string{"1.36"},
+	ws := promise.Waivers{"mvp.fault.only-peer-gone": {ID: "mvp.fault.only-peer-gone", Cause: "no-capable-peer", Versions: []string{"1.36"},
 		Observed: "a 404", Reason: "upstream falls through", Reference: "https://github.com/kubernetes/kubernetes/blob/v1.36.3/x.go"}}.For(version.MustParse("v1.36.3"))
-	fail := func(id certify.ID) certify.Verdict {
-		return certify.Verdict{ID: id, Outcome: certify.Fail, Reason: "saw a 404", Causes: []string{"no-capable-peer"}}
+	fail := func(id promise.ID) promise.Verdict {
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Reason: "saw a 404", Causes: []string{"no-capable-peer"}}
 	}
 	for _, tc := range []struct {
 		name   string
-		v      certify.Verdict
+		v      promise.Verdict
 		strict bool
-		want   certify.Outcome
+		want   promise.Outcome
 		fails  bool
 	}{
-		{"a pass passes", certify.Verdict{ID: "mvp.route.verbs", Outcome: certify.Pass}, false, certify.Pass, false},
-		{"a documented failure is waived", fail("mvp.fault.only-peer-gone"), false, certify.Waived, false},
-		{"strict refuses the waiver", fail("mvp.fault.only-peer-gone"), true, certify.Fail, true},
-		{"a failure without a waiver fails", fail("mvp.route.verbs"), false, certify.Fail, true},
-		{"a promise outside the catalogue fails", certify.Verdict{ID: "mvp.finding", Outcome: certify.Pass}, false, certify.Pass, true},
-		{"a failure that says nothing fails", certify.Verdict{ID: "mvp.route.verbs", Outcome: certify.Fail}, false, certify.Fail, true},
-		{"a check that could not run fails", certify.Verdict{ID: "mvp.route.verbs", Outcome: certify.Error, Reason: "no window"}, false, certify.Error, true},
-		{"a promise that does not apply does not fail", certify.Verdict{ID: "mvp.route.verbs", Outcome: certify.NotApplicable, Reason: "rule"}, false, certify.NotApplicable, false},
+		{"a pass passes", promise.Verdict{ID: "mvp.route.verbs", Outcome: promise.Pass}, false, promise.Pass, false},
+		{"a documented failure is waived", fail("mvp.fault.only-peer-gone"), false, promise.Waived, false},
+		{"strict refuses the waiver", fail("mvp.fault.only-peer-gone"), true, promise.Fail, true},
+		{"a failure without a waiver fails", fail("mvp.route.verbs"), false, promise.Fail, true},
+		{"a promise outside the catalogue fails", promise.Verdict{ID: "mvp.finding", Outcome: promise.Pass}, false, promise.Pass, true},
+		{"a failure that says nothing fails", promise.Verdict{ID: "mvp.route.verbs", Outcome: promise.Fail}, false, promise.Fail, true},
+		{"a check that could not run fails", promise.Verdict{ID: "mvp.route.verbs", Outcome: promise.Error, Reason: "no window"}, false, promise.Error, true},
+		{"a promise that does not apply does not fail", promise.Verdict{ID: "mvp.route.verbs", Outcome: promise.NotApplicable, Reason: "rule"}, false, promise.NotApplicable, false},
 	} {
 		got, err := judge(ws, tc.strict, tc.v)
 		if got.Outcome != tc.want || (err != nil) != tc.fails {

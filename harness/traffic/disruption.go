@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/report"
 )
 
@@ -117,7 +117,7 @@ func Steps(records []Record) []report.StepLatency {
 // of the requests failed and no stretch of unavailability outlasted its
 // bound. The apiservers addressed directly are measured, not judged: a
 // rollout takes each of them away by design.
-func DisruptionVerdict(table []report.Backend, budget certify.Budget) certify.Verdict {
+func DisruptionVerdict(table []report.Backend, budget promise.Budget) promise.Verdict {
 	const id = "rollout.disruption-budget"
 	ev := []string{"budget: " + budget.String()}
 	var breaches []string
@@ -150,7 +150,7 @@ func DisruptionVerdict(table []report.Backend, budget certify.Budget) certify.Ve
 		}
 	}
 	if len(breaches) > 0 {
-		return certify.Verdict{ID: id, Outcome: certify.Fail, Evidence: ev, Reason: strings.Join(breaches, "; ")}
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev, Reason: strings.Join(breaches, "; ")}
 	}
-	return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: ev}
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: ev}
 }

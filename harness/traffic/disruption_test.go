@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
 func TestDisruptionTable(t *testing.T) {
@@ -45,8 +45,8 @@ func TestDisruptionTable(t *testing.T) {
 		t.Errorf("cp2: %+v, want 2 failed and 1s unavailable", cp)
 	}
 
-	budget := certify.DefaultBudget
-	if v := DisruptionVerdict(table, budget); v.Outcome != certify.Fail || !strings.Contains(v.Reason, "fewer than the 100") ||
+	budget := promise.DefaultBudget
+	if v := DisruptionVerdict(table, budget); v.Outcome != promise.Fail || !strings.Contains(v.Reason, "fewer than the 100") ||
 		!strings.Contains(v.Reason, "no request went through the load balancer on new connections") {
 		t.Errorf("7 requests, none on a new connection: %+v", v)
 	}
@@ -66,29 +66,29 @@ func TestDisruptionTable(t *testing.T) {
 		many = append(many, reused, fresh)
 	}
 	v := DisruptionVerdict(Disruption(many), budget)
-	if v.Outcome != certify.Pass || len(v.Evidence) != 3 || !strings.Contains(v.Evidence[1], "lb, reused connections: 10 of 1000 requests failed (1.00%), longest unavailable 1s") ||
+	if v.Outcome != promise.Pass || len(v.Evidence) != 3 || !strings.Contains(v.Evidence[1], "lb, reused connections: 10 of 1000 requests failed (1.00%), longest unavailable 1s") ||
 		!strings.Contains(v.Evidence[2], "lb, new connections: 10 of 1000") {
 		t.Errorf("10 of 1000 failed on each, within 1%%: %+v", v)
 	}
 	budget.MaxUnavailableReused = 900 * time.Millisecond
-	if v := DisruptionVerdict(Disruption(many), budget); v.Outcome != certify.Fail || v.Reason != "reused connections through the load balancer were unavailable for 1s, over the bound of 900ms" {
+	if v := DisruptionVerdict(Disruption(many), budget); v.Outcome != promise.Fail || v.Reason != "reused connections through the load balancer were unavailable for 1s, over the bound of 900ms" {
 		t.Errorf("a reused connection down for 1s, bound 900ms: %+v", v)
 	}
 	budget.MaxUnavailableReused = 0
 	many[3].Code = 0 // a second new connection fails at the start: 11 of 1000
-	if v := DisruptionVerdict(Disruption(many), budget); v.Outcome != certify.Fail || v.Reason != "1.10% of requests on new connections through the load balancer failed (11 of 1000), over the budget of 1%" {
+	if v := DisruptionVerdict(Disruption(many), budget); v.Outcome != promise.Fail || v.Reason != "1.10% of requests on new connections through the load balancer failed (11 of 1000), over the budget of 1%" {
 		t.Errorf("11 of 1000 failed: %+v", v)
 	}
-	if v := DisruptionVerdict(table[1:], budget); v.Outcome != certify.Fail {
+	if v := DisruptionVerdict(table[1:], budget); v.Outcome != promise.Fail {
 		t.Errorf("no lb row: %+v", v)
 	}
 }
 
 func TestBudgetValidate(t *testing.T) {
-	if err := certify.DefaultBudget.Validate(); err != nil {
+	if err := promise.DefaultBudget.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	for _, b := range []certify.Budget{{MaxFailed: 1.5}, {MaxFailed: -0.1}, {MaxUnavailable: -time.Second}} {
+	for _, b := range []promise.Budget{{MaxFailed: 1.5}, {MaxFailed: -0.1}, {MaxUnavailable: -time.Second}} {
 		if err := b.Validate(); err == nil {
 			t.Errorf("%+v accepted", b)
 		}

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/skewer-k8s/skewer/harness/audit"
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
 // CauseAuthorizerNotSynced is the cause of a 403 that an apiserver's
@@ -41,7 +41,7 @@ type Forbidden struct {
 	// from its kept log ("" when the log shows none).
 	Started string
 	// Cause is why it was denied, when the evidence shows it
-	// (CauseAuthorizerNotSynced), else certify.UnknownCause.
+	// (CauseAuthorizerNotSynced), else promise.UnknownCause.
 	Cause string
 }
 
@@ -57,7 +57,7 @@ func ExplainForbidden(forbidden, records []Record, events map[string][]audit.Log
 	logs = keptOnce(logs)
 	var out []Forbidden
 	for _, r := range forbidden {
-		f := Forbidden{Record: r, Cause: certify.UnknownCause}
+		f := Forbidden{Record: r, Cause: promise.UnknownCause}
 		var denial *audit.Logged
 		for i, e := range events[r.AuditID] {
 			node := e.Server()
@@ -138,7 +138,7 @@ func (f Forbidden) String() string {
 // forbiddenVerdict holds the 403s to rollout.no-false-403: none through
 // the load balancer, the way clients are meant to reach the cluster. Those
 // from apiservers addressed directly are counted in the evidence.
-func forbiddenVerdict(all []Forbidden, requests int) certify.Verdict {
+func forbiddenVerdict(all []Forbidden, requests int) promise.Verdict {
 	const id = "rollout.no-false-403"
 	var bad, causes []string
 	direct := map[string]int{}

@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/skewer-k8s/skewer/harness/audit"
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/version"
 )
 
@@ -67,9 +67,9 @@ func TestForbiddenIsExplainedOnlyByTheAuditLogAndALaterSuccess(t *testing.T) {
 		}
 	}
 	got := ExplainForbidden(forbidden, records, events, logs)
-	want := map[string]string{"synced-later": CauseAuthorizerNotSynced, "never-allowed-after": certify.UnknownCause,
-		"not-logged": certify.UnknownCause, "admission": certify.UnknownCause, "direct": CauseAuthorizerNotSynced,
-		"proxied": CauseAuthorizerNotSynced, "started-long-ago": certify.UnknownCause, "start-unknown": certify.UnknownCause}
+	want := map[string]string{"synced-later": CauseAuthorizerNotSynced, "never-allowed-after": promise.UnknownCause,
+		"not-logged": promise.UnknownCause, "admission": promise.UnknownCause, "direct": CauseAuthorizerNotSynced,
+		"proxied": CauseAuthorizerNotSynced, "started-long-ago": promise.UnknownCause, "start-unknown": promise.UnknownCause}
 	for _, f := range got {
 		if f.Cause != want[f.AuditID] {
 			t.Errorf("%s: cause %s, want %s", f.AuditID, f.Cause, want[f.AuditID])
@@ -93,7 +93,7 @@ func TestForbiddenIsExplainedOnlyByTheAuditLogAndALaterSuccess(t *testing.T) {
 		t.Errorf("a denial by an apiserver whose start is unknown: %s", s)
 	}
 	v := forbiddenVerdict(got, 500)
-	if v.Outcome != certify.Fail || len(v.Causes) != 7 || !strings.Contains(v.Reason, "7 request(s) through the load balancer denied") {
+	if v.Outcome != promise.Fail || len(v.Causes) != 7 || !strings.Contains(v.Reason, "7 request(s) through the load balancer denied") {
 		t.Errorf("four 403s through the load balancer: %+v", v)
 	}
 	if !strings.Contains(strings.Join(v.Evidence, " "), "map[cp2:1]") {
@@ -101,15 +101,15 @@ func TestForbiddenIsExplainedOnlyByTheAuditLogAndALaterSuccess(t *testing.T) {
 	}
 	// Only the 403 explained is waived by a waiver for its cause; the
 	// others keep the promise failed.
-	ws := certify.Waivers{v.ID: {ID: v.ID, Observed: "403", Reason: "r", Reference: "https://x.invalid", Cause: CauseAuthorizerNotSynced,
+	ws := promise.Waivers{v.ID: {ID: v.ID, Observed: "403", Reason: "r", Reference: "https://x.invalid", Cause: CauseAuthorizerNotSynced,
 		Versions: []string{"1.36"}}}.For(version.MustParse("v1.36.3"))
-	if got := ws.Apply(v, false); got.Outcome != certify.Fail {
+	if got := ws.Apply(v, false); got.Outcome != promise.Fail {
 		t.Errorf("unexplained 403s waived: %+v", got)
 	}
-	if got := ws.Apply(forbiddenVerdict(ExplainForbidden([]Record{forbidden[0], forbidden[5]}, records, events, logs), 500), false); got.Outcome != certify.Waived {
+	if got := ws.Apply(forbiddenVerdict(ExplainForbidden([]Record{forbidden[0], forbidden[5]}, records, events, logs), 500), false); got.Outcome != promise.Waived {
 		t.Errorf("a 403 of an authorizer not yet synced, with its waiver: %s %s", got.Outcome, got.Reason)
 	}
-	if v := forbiddenVerdict(got[4:5], 500); v.Outcome != certify.Pass {
+	if v := forbiddenVerdict(got[4:5], 500); v.Outcome != promise.Pass {
 		t.Errorf("a 403 only from an apiserver addressed directly: %s %s", v.Outcome, v.Reason)
 	}
 }

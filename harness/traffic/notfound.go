@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/skewer-k8s/skewer/harness/audit"
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/version"
 )
 
@@ -58,7 +58,7 @@ type NotFound struct {
 	// newer than the apiserver that answered.
 	FellThrough, Rebuild, Peer string
 	// Cause is CausePeerCacheRebuilt when the lines show it, else
-	// certify.UnknownCause.
+	// promise.UnknownCause.
 	Cause string
 }
 
@@ -112,7 +112,7 @@ func ExplainNotFound(notFound []Record, resource string, events map[string][]aud
 	}
 	var out []NotFound
 	for _, r := range notFound {
-		n := NotFound{Record: r, Cause: certify.UnknownCause}
+		n := NotFound{Record: r, Cause: promise.UnknownCause}
 		for _, e := range events[r.AuditID] {
 			if e.ResponseStatus != nil && e.ResponseStatus.Code == http.StatusNotFound {
 				n.Logged = e.Server()

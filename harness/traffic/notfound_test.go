@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/skewer-k8s/skewer/harness/audit"
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
 // A false 404 is put down to a rebuilt peer cache only on its apiserver's
@@ -84,19 +84,19 @@ func TestNotFoundIsExplainedOnlyByTheAnsweringServersLog(t *testing.T) {
 	got := ExplainNotFound(records, "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies", events, read, nodes)
 	want := map[string]string{
 		"cp-old":       CausePeerCacheRebuilt,
-		"cp-nofall":    certify.UnknownCause, // a fall-through for another resource says nothing
-		"cp-stale":     certify.UnknownCause, // a rebuild since, with no failure
+		"cp-nofall":    promise.UnknownCause, // a fall-through for another resource says nothing
+		"cp-stale":     promise.UnknownCause, // a rebuild since, with no failure
 		"cp-stuck":     CausePeerCacheRebuilt,
 		"cp-inflight":  CausePeerCacheRebuilt,
 		"cp-storing":   CausePeerCacheRebuilt,
-		"cp-restarted": certify.UnknownCause,
+		"cp-restarted": promise.UnknownCause,
 		"cp-new":       CausePeerCacheRebuilt,
-		"cp-newonly":   certify.UnknownCause,
-		"cp-gone":      certify.UnknownCause,
-		"cp-oldpeer":   certify.UnknownCause, // the peer it missed serves nothing it does not
-		"cp-same":      certify.UnknownCause, // a peer of its own version
-		"cp-unknown":   certify.UnknownCause, // a peer no node of the cluster is
-		"not-logged":   certify.UnknownCause,
+		"cp-newonly":   promise.UnknownCause,
+		"cp-gone":      promise.UnknownCause,
+		"cp-oldpeer":   promise.UnknownCause, // the peer it missed serves nothing it does not
+		"cp-same":      promise.UnknownCause, // a peer of its own version
+		"cp-unknown":   promise.UnknownCause, // a peer no node of the cluster is
+		"not-logged":   promise.UnknownCause,
 	}
 	for _, n := range got {
 		if n.Cause != want[n.AuditID] {
@@ -108,7 +108,7 @@ func TestNotFoundIsExplainedOnlyByTheAnsweringServersLog(t *testing.T) {
 		t.Errorf("evidence %q does not say who answered and what it logged", s)
 	}
 	v := Summary{Requests: MinRequests, NewAPIProbed: true, FalseNotFoundRecords: records, NotFound: got}.Verdicts()[2]
-	if v.ID != "rollout.no-false-404" || v.Outcome != certify.Fail || len(v.Causes) != len(records) || v.Causes[0] != CausePeerCacheRebuilt {
+	if v.ID != "rollout.no-false-404" || v.Outcome != promise.Fail || len(v.Causes) != len(records) || v.Causes[0] != CausePeerCacheRebuilt {
 		t.Errorf("verdict %+v, want a failure with a cause per 404", v)
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
 // MinRequests is how many requests a run of traffic must have made before
@@ -16,21 +16,21 @@ const MinRequests = 100
 // through the load balancer. Each
 // failure names what it saw, with the first objects or requests as
 // evidence.
-func (s Summary) Verdicts() []certify.Verdict {
+func (s Summary) Verdicts() []promise.Verdict {
 	if s.Requests < MinRequests {
 		reason := fmt.Sprintf("the traffic made %d requests, fewer than the %d a verdict needs", s.Requests, MinRequests)
-		return []certify.Verdict{
-			{ID: "rollout.no-lost-writes", Outcome: certify.Fail, Reason: reason},
-			{ID: "rollout.no-missed-watch-events", Outcome: certify.Fail, Reason: reason},
-			{ID: "rollout.no-false-404", Outcome: certify.Fail, Reason: reason},
-			{ID: "rollout.no-false-403", Outcome: certify.Fail, Reason: reason},
+		return []promise.Verdict{
+			{ID: "rollout.no-lost-writes", Outcome: promise.Fail, Reason: reason},
+			{ID: "rollout.no-missed-watch-events", Outcome: promise.Fail, Reason: reason},
+			{ID: "rollout.no-false-404", Outcome: promise.Fail, Reason: reason},
+			{ID: "rollout.no-false-403", Outcome: promise.Fail, Reason: reason},
 		}
 	}
 	explained := s.NotFound
 	if len(explained) != len(s.FalseNotFoundRecords) { // not looked up
 		explained = nil
 		for _, r := range s.FalseNotFoundRecords {
-			explained = append(explained, NotFound{Record: r, Cause: certify.UnknownCause})
+			explained = append(explained, NotFound{Record: r, Cause: promise.UnknownCause})
 		}
 	}
 	var false404, causes []string
@@ -41,10 +41,10 @@ func (s Summary) Verdicts() []certify.Verdict {
 	noFalse404 := countVerdict("rollout.no-false-404", false404, "404(s) for a resource an apiserver in the cluster served", s.Requests)
 	noFalse404.Causes = causes
 	if !s.NewAPIProbed {
-		noFalse404 = certify.Errored("rollout.no-false-404",
+		noFalse404 = promise.Errored("rollout.no-false-404",
 			"the traffic asked for no collection only the newer version serves: none was given or found by comparing the apiservers' discovery at each step")
 	}
-	return []certify.Verdict{
+	return []promise.Verdict{
 		countVerdict("rollout.no-lost-writes", s.LostWrites, "acknowledged write(s) missing from a final list", s.Requests),
 		countVerdict("rollout.no-missed-watch-events", s.MissedWatchEvents, "acknowledged write(s) the watch never delivered", s.Requests),
 		noFalse404,
@@ -54,13 +54,13 @@ func (s Summary) Verdicts() []certify.Verdict {
 
 // countVerdict passes when bad is empty and otherwise fails, naming how
 // many of requests went wrong and keeping the first few as evidence.
-func countVerdict(id certify.ID, bad []string, what string, requests int) certify.Verdict {
+func countVerdict(id promise.ID, bad []string, what string, requests int) promise.Verdict {
 	if len(bad) == 0 {
-		return certify.Verdict{ID: id, Outcome: certify.Pass, Evidence: []string{fmt.Sprintf("%d requests", requests)}}
+		return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: []string{fmt.Sprintf("%d requests", requests)}}
 	}
 	const shown = 5
 	ev := bad[:min(shown, len(bad))]
-	return certify.Verdict{ID: id, Outcome: certify.Fail,
+	return promise.Verdict{ID: id, Outcome: promise.Fail,
 		Reason:   fmt.Sprintf("%d %s, of %d requests; first: %s", len(bad), what, requests, strings.Join(ev, ", ")),
 		Evidence: append([]string(nil), ev...)}
 }

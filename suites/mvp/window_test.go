@@ -11,9 +11,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/skewer-k8s/skewer/harness/certification"
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/discovery"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 	"github.com/skewer-k8s/skewer/harness/suite"
 	"github.com/skewer-k8s/skewer/harness/version"
@@ -86,7 +86,7 @@ func holdWindow(ctx context.Context, t *testing.T, newCount int) *window {
 	// newer version serves, the suite's resource among it.
 	v, newer, took := certification.CheckDiscovery(ctx, s.Cluster, flagTo)
 	s.Judge(t, v)
-	g.Expect(v.Outcome).To(Equal(certify.Pass), "every apiserver's discovery shows what only %s serves", flagTo)
+	g.Expect(v.Outcome).To(Equal(promise.Pass), "every apiserver's discovery shows what only %s serves", flagTo)
 	s.Measured(t, "discovery: %d resource(s) only %s serves %v; every apiserver's merged discovery showed them %s after the window was held",
 		len(newer), flagTo, newer, took.Round(100*time.Millisecond))
 	w.cert, err = certification.OpenWindow(ctx, s.Cluster, flagTo, newer)

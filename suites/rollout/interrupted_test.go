@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	"github.com/skewer-k8s/skewer/harness/certification"
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/restarts"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 	"github.com/skewer-k8s/skewer/harness/suite"
@@ -45,10 +45,10 @@ func TestInterrupted(t *testing.T) {
 }
 
 // pair is the cluster's version, and --rollout.to.
-func pair(ctx context.Context, t *testing.T) certify.Pair {
+func pair(ctx context.Context, t *testing.T) promise.Pair {
 	from, err := rollout.ClusterVersion(ctx, s.Cluster)
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
-	p, err := certify.ParsePair(from.String(), flagTo.String())
+	p, err := promise.ParsePair(from.String(), flagTo.String())
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	return p
 }

@@ -10,8 +10,8 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/sidecarchecks"
 	"github.com/skewer-k8s/skewer/harness/suite"
 )
@@ -43,7 +43,7 @@ func checks(ctx context.Context, t *testing.T) *sidecarchecks.Sidecars {
 }
 
 // judged is an assessment that judges what check returns.
-func judged(check func(*sidecarchecks.Sidecars, context.Context) []certify.Verdict) features.Func {
+func judged(check func(*sidecarchecks.Sidecars, context.Context) []promise.Verdict) features.Func {
 	return func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 		for _, v := range check(checks(ctx, t), ctx) {
 			s.Judge(t, v)
@@ -53,9 +53,9 @@ func judged(check func(*sidecarchecks.Sidecars, context.Context) []certify.Verdi
 }
 
 // one adapts a check of one promise.
-func one(check func(*sidecarchecks.Sidecars, context.Context) certify.Verdict) func(*sidecarchecks.Sidecars, context.Context) []certify.Verdict {
-	return func(sc *sidecarchecks.Sidecars, ctx context.Context) []certify.Verdict {
-		return []certify.Verdict{check(sc, ctx)}
+func one(check func(*sidecarchecks.Sidecars, context.Context) promise.Verdict) func(*sidecarchecks.Sidecars, context.Context) []promise.Verdict {
+	return func(sc *sidecarchecks.Sidecars, ctx context.Context) []promise.Verdict {
+		return []promise.Verdict{check(sc, ctx)}
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/skewer-k8s/skewer/harness/certify"
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/report"
 	"github.com/skewer-k8s/skewer/internal/source"
 )
@@ -31,7 +31,7 @@ const broken = "to:UnknownVersionInteroperabilityProxy=false"
 // one reachable as a peer - an apiserver with the proxy's gate off
 // records no peer address in its identity Lease. Only the phases it needs
 // run: create, one control plane at the newer version, the route tried.
-var brokenPromises = []certify.ID{"mvp.route.verbs"}
+var brokenPromises = []promise.ID{"mvp.route.verbs"}
 
 // A certification must be able to fail: certify run on a build that
 // breaks the proxy fails the proxy's promises, each with its reason, the
@@ -77,15 +77,15 @@ func TestCertifyABrokenBuild(t *testing.T) {
 	var exit *exec.ExitError
 	g.Expect(errors.As(runErr, &exit)).To(BeTrue(), "certify of a broken build must exit non-zero, not %v", runErr)
 	g.Expect(exit.ExitCode()).To(Equal(1), "a failed certification exits 1")
-	g.Expect(res.Outcome).To(Equal(certify.Fail))
+	g.Expect(res.Outcome).To(Equal(promise.Fail))
 	g.Expect(res.Images[1].FeatureGates).To(HaveKeyWithValue("UnknownVersionInteroperabilityProxy", false), "results.json records the configuration certified")
 	g.Expect(res.Runs).To(HaveLen(1))
 	for _, p := range res.Runs[0].Promises {
 		switch {
-		case p.Outcome == certify.NotSelected:
+		case p.Outcome == promise.NotSelected:
 		case slices.Contains(brokenPromises, p.ID):
 			t.Logf("%s %s: %s", p.ID, p.Outcome, p.Reason)
-			g.Expect(p.Outcome).To(Equal(certify.Fail), "%s with the newer apiservers' proxy off", p.ID)
+			g.Expect(p.Outcome).To(Equal(promise.Fail), "%s with the newer apiservers' proxy off", p.ID)
 			g.Expect(p.Reason).NotTo(BeEmpty())
 		default:
 			// Judged over the whole run whatever is selected: never a pass

@@ -1,7 +1,7 @@
 // Package certify is the certification's vocabulary: the catalogue of
 // promises with stable IDs, the verdict each gets in a run, the waivers of
 // documented upstream behaviour, and the version pairs a run may certify.
-package certify
+package promise
 
 import (
 	"fmt"
