@@ -98,14 +98,14 @@ e2e: images
 	exit $$rc
 
 # Every suite, each on its own cluster: what make e2e runs of them, and
-# suites/mvp (the surge path with the proxy's checks, window by window)
+# suites/proxy (the surge path with the proxy's checks, window by window)
 # and suites/rollout (in place; bad input; interrupted), which judge with
 # the very functions certify runs - for working on a check with go test's
 # filters.
 suites: images
 	mkdir -p $(ARTIFACTS)
 	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit.xml --format testname -- \
-	  -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./suites/mvp ./suites/rollout ./suites/sidecar ./suites/vendor
+	  -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./suites/proxy ./suites/rollout ./suites/sidecar ./suites/vendor
 	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit-mixed.xml --format testname -- \
 	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/smoke -args -skewer.profile=ha-mixed
 	@cat $(ARTIFACTS)/clusters/*/report.md 2>/dev/null || true

@@ -29,7 +29,7 @@ var floors = [][]string{
 	{"harness/rollout", "harness/faults", "harness/traffic"},
 	{"harness/sidecarchecks"}, // replaces a worker under its Pods: rollout's
 	{"harness/suite", "harness/certification"},
-	{"cmd/skewer", "suites/mvp", "suites/rollout", "suites/sidecar", "suites/smoke", "suites/vendor", "bench"},
+	{"cmd/skewer", "suites/proxy", "suites/rollout", "suites/sidecar", "suites/smoke", "suites/vendor", "bench"},
 }
 
 // apart are programs built into images: they stand on their own and may

@@ -115,7 +115,7 @@ is 1 when any promise failed, and when the evidence could not be exported or the
 	fl.StringVar(&f.out, "out", "skewer-results", "directory for results.json, junit.xml, summary.md and report.html")
 	fl.StringSliceVar(&f.only, "only", nil, "judge only these promise IDs (the rest are not selected: not run, not counted)")
 	fl.StringSliceVar(&f.skip, "skip", nil, "leave these promise IDs out")
-	fl.StringSliceVar(&f.shard, "shard", nil, "judge only these areas of the catalogue (mvp, rollout, sidecar), and the cluster's own promises, running only the phases they need: one shard of a certification split across machines, joined by skewer report merge into one certification")
+	fl.StringSliceVar(&f.shard, "shard", nil, "judge only these areas of the catalogue (proxy, rollout, sidecar), and the cluster's own promises, running only the phases they need: one shard of a certification split across machines, joined by skewer report merge into one certification")
 	fl.StringArrayVar(&f.gates, "apiserver-feature-gates", nil, "SIDE:GATE=BOOL[,GATE=BOOL] - feature gates of your build's apiservers on one side (from or to) of the pair, e.g. to:UnknownVersionInteroperabilityProxy=false; set on that version's apiservers only, recorded in results.json")
 	fl.StringVar(&f.waivers, "waivers", "", "a file of your own waivers, added to the repository's (clusters/waivers/upstream.yaml)")
 	fl.BoolVar(&f.strict, "strict", false, "refuse every waiver: documented upstream behaviour fails its promise too")
@@ -199,6 +199,11 @@ func certifyInput(ctx context.Context, f certifyFlags, progress io.Writer) (cert
 	if err != nil {
 		return certification.Input{}, err
 	}
+	for _, w := range ws {
+		if w.Renamed != "" {
+			fmt.Fprintf(progress, "note: %s\n", w.Renamed)
+		}
+	}
 	path, err := cluster.FindProfile(f.profile)
 	if err != nil {
 		return certification.Input{}, err
@@ -212,7 +217,7 @@ func certifyInput(ctx context.Context, f certifyFlags, progress io.Writer) (cert
 		return certification.Input{}, err
 	}
 	in := certification.Input{
-		Pair: pair, Strategies: strategies, Only: ids(f.only), Skip: ids(f.skip), Shard: f.shard, Waivers: ws, Strict: f.strict,
+		Pair: pair, Strategies: strategies, Only: ids(f.only, progress), Skip: ids(f.skip, progress), Shard: areas(f.shard, progress), Waivers: ws, Strict: f.strict,
 		Profile: spec, Name: f.name, Images: images,
 		Budget: promise.Budget{MaxFailed: f.maxFailed / 100, MaxUnavailable: f.maxUnavailable, MaxUnavailableReused: f.maxUnavailableReused},
 		Retain: f.retain, Evidence: filepath.Join(f.out, evidenceDir), Out: progress, Verbosity: global.verbosity, Tool: toolInfo(),
@@ -223,10 +228,30 @@ func certifyInput(ctx context.Context, f certifyFlags, progress io.Writer) (cert
 	return in, in.Validate()
 }
 
-func ids(s []string) []promise.ID {
+// ids are the promises s names, each under its current ID; a renamed one
+// is noted on w.
+func ids(s []string, w io.Writer) []promise.ID {
 	var out []promise.ID
 	for _, v := range s {
-		out = append(out, promise.ID(strings.TrimSpace(v)))
+		id, note := promise.Canonical(promise.ID(strings.TrimSpace(v)))
+		if note != "" {
+			fmt.Fprintf(w, "note: %s\n", note)
+		}
+		out = append(out, id)
+	}
+	return out
+}
+
+// areas are the areas s names, each under its current name; a renamed
+// one is noted on w.
+func areas(s []string, w io.Writer) []string {
+	var out []string
+	for _, v := range s {
+		a, note := promise.CanonicalArea(strings.TrimSpace(v))
+		if note != "" {
+			fmt.Fprintf(w, "note: %s\n", note)
+		}
+		out = append(out, a)
 	}
 	return out
 }

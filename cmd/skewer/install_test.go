@@ -43,7 +43,7 @@ func TestInstalledBinaryWorksOutsideTheCheckout(t *testing.T) {
 		want string
 	}{
 		{[]string{"version"}, "skewer "},
-		{[]string{"certify", "--list"}, "mvp.route.verbs"},
+		{[]string{"certify", "--list"}, "proxy.route.verbs"},
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--dry-run"}, "surge run on cluster skewer-certify-surge"},
 	} {
 		out, errOut, err := run(tc.args...)

@@ -59,7 +59,7 @@ runs, the coverage and the outcome counted over all of them. A promise no shard 
 unjudged and the coverage says so; a shard cut short makes the whole incomplete. Results that are
 not shards of one certification are refused and nothing is written. The exit status is 1 when a
 promise failed, as certify's.`,
-		Example: `  skewer report merge shard-mvp shard-rollout shard-sidecar --out results`,
+		Example: `  skewer report merge shard-proxy shard-rollout shard-sidecar --out results`,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {

@@ -101,10 +101,10 @@ func TestReportMergeJoinsShards(t *testing.T) {
 		}
 		return dir
 	}
-	mvp, rest := shard("mvp", ""), shard("rollout,sidecar", "")
+	proxy, rest := shard("proxy", ""), shard("rollout,sidecar", "")
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	if code := Run(context.Background(), []string{"report", "merge", mvp, rest, "--out", out}, &stdout, &stderr); code != 0 {
+	if code := Run(context.Background(), []string{"report", "merge", proxy, rest, "--out", out}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d; stderr %q", code, stderr.String())
 	}
 	if got := strings.TrimSpace(stdout.String()); got != "skewer certify v1.35.4 -> v1.36.3: PASS, judged 58 of 58 promises" {
@@ -117,13 +117,13 @@ func TestReportMergeJoinsShards(t *testing.T) {
 
 	failed := shard("rollout,sidecar", "rollout.no-lost-writes")
 	stdout.Reset()
-	if code := Run(context.Background(), []string{"report", "merge", mvp, failed, "--out", t.TempDir()}, &stdout, &stderr); code != exitFailed {
+	if code := Run(context.Background(), []string{"report", "merge", proxy, failed, "--out", t.TempDir()}, &stdout, &stderr); code != exitFailed {
 		t.Errorf("a shard failed a promise: exit %d, want %d", code, exitFailed)
 	}
 
 	empty := t.TempDir()
 	stderr.Reset()
-	if code := Run(context.Background(), []string{"report", "merge", mvp, mvp, "--out", empty}, &stdout, &stderr); code != exitBadInput || !strings.Contains(stderr.String(), "both hold the surge, shard mvp run") {
+	if code := Run(context.Background(), []string{"report", "merge", proxy, proxy, "--out", empty}, &stdout, &stderr); code != exitBadInput || !strings.Contains(stderr.String(), "both hold the surge, shard proxy run") {
 		t.Errorf("a shard given twice: exit %d, %q", code, stderr.String())
 	}
 	if left, _ := os.ReadDir(empty); len(left) != 0 {

@@ -133,14 +133,14 @@ func (a *auditIDs) all() []string {
 	return append([]string(nil), a.ids...)
 }
 
-// CheckAudit judges mvp.audit.complete, and with FinalStages
-// mvp.audit.final-stage and watch-final-stage, on requests made through an
+// CheckAudit judges proxy.audit.complete, and with FinalStages
+// proxy.audit.final-stage and watch-final-stage, on requests made through an
 // older apiserver and forwarded (ids, their Audit-Ids): each is logged
 // once by the entry server and once by one newer peer, under the same
 // audit ID, as the same user; and each ends at the entry server in a
 // final stage that is not Panic.
 func CheckAudit(ctx context.Context, c *cluster.Cluster, w *Window, ids []string) []promise.Verdict {
-	const complete = "mvp.audit.complete"
+	const complete = "proxy.audit.complete"
 	old := w.Old[0]
 	if len(ids) == 0 {
 		return []promise.Verdict{promise.NothingObserved(complete, 1, "proxied requests", 0), promise.NothingObserved(finalStage, 1, "proxied requests", 0),
@@ -212,10 +212,10 @@ func CheckAudit(ctx context.Context, c *cluster.Cluster, w *Window, ids []string
 	return out
 }
 
-const finalStage, watchFinalStage = "mvp.audit.final-stage", "mvp.audit.watch-final-stage"
+const finalStage, watchFinalStage = "proxy.audit.final-stage", "proxy.audit.watch-final-stage"
 
 // auditPromises are what CheckAudit judges.
-var auditPromises = []promise.ID{"mvp.audit.complete", finalStage, watchFinalStage}
+var auditPromises = []promise.ID{"proxy.audit.complete", finalStage, watchFinalStage}
 
 // CauseReverseProxyAbort is why a proxied watch its client closed ends at
 // the entry server in stage Panic: the entry's reverse proxy aborts the
@@ -227,10 +227,10 @@ const CauseReverseProxyAbort = "reverse-proxy-abort"
 // FinalStages judges how proxied requests ended in the entry server's
 // audit log (finals: their final events there, ResponseComplete or
 // Panic; peers: the peers' final events by audit ID). A watch its client
-// closed is judged apart, by mvp.audit.watch-final-stage: a Panic there
+// closed is judged apart, by proxy.audit.watch-final-stage: a Panic there
 // is put down to CauseReverseProxyAbort only when the entry's event is
 // that abort and the peer ended the request in ResponseComplete. Any
-// other request in stage Panic fails mvp.audit.final-stage, which
+// other request in stage Panic fails proxy.audit.final-stage, which
 // nothing waives. Each needs at least one request of its kind.
 func FinalStages(entry string, finals []audit.Event, peers map[string][]audit.Event) []promise.Verdict {
 	var watches, panics, watchPanics, causes []string

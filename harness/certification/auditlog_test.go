@@ -89,8 +89,8 @@ func TestAuditAccounting(t *testing.T) {
 }
 
 // Stage Panic is judged by what ended in it: a watch its client closed is
-// mvp.audit.watch-final-stage, put down to the reverse proxy's abort only
-// when the events show it; anything else fails mvp.audit.final-stage.
+// proxy.audit.watch-final-stage, put down to the reverse proxy's abort only
+// when the events show it; anything else fails proxy.audit.final-stage.
 // Each needs at least one request of its kind to pass.
 func TestFinalStages(t *testing.T) {
 	ev := func(id, verb, stage string) audit.Event {
@@ -116,19 +116,19 @@ func TestFinalStages(t *testing.T) {
 		want   string
 	}{
 		{"all complete", []audit.Event{ev("a", "list", "ResponseComplete"), ev("b", "watch", "ResponseComplete")}, completed,
-			"mvp.audit.final-stage=pass[] mvp.audit.watch-final-stage=pass[]"},
+			"proxy.audit.final-stage=pass[] proxy.audit.watch-final-stage=pass[]"},
 		{"the reverse proxy's abort", []audit.Event{ev("a", "list", "ResponseComplete"), abort("b")}, completed,
-			"mvp.audit.final-stage=pass[] mvp.audit.watch-final-stage=fail[reverse-proxy-abort]"},
+			"proxy.audit.final-stage=pass[] proxy.audit.watch-final-stage=fail[reverse-proxy-abort]"},
 		{"a watch's Panic of another kind", []audit.Event{ev("a", "list", "ResponseComplete"), ev("b", "watch", "Panic")}, completed,
-			"mvp.audit.final-stage=pass[] mvp.audit.watch-final-stage=fail[unknown]"},
+			"proxy.audit.final-stage=pass[] proxy.audit.watch-final-stage=fail[unknown]"},
 		{"an abort the peer never ended", []audit.Event{ev("a", "list", "ResponseComplete"), abort("b")}, nil,
-			"mvp.audit.final-stage=pass[] mvp.audit.watch-final-stage=fail[unknown]"},
+			"proxy.audit.final-stage=pass[] proxy.audit.watch-final-stage=fail[unknown]"},
 		{"a create in Panic", []audit.Event{ev("a", "create", "Panic"), ev("b", "watch", "ResponseComplete")}, completed,
-			"mvp.audit.final-stage=fail[] mvp.audit.watch-final-stage=pass[]"},
+			"proxy.audit.final-stage=fail[] proxy.audit.watch-final-stage=pass[]"},
 		{"no watch", []audit.Event{ev("a", "get", "ResponseComplete")}, nil,
-			"mvp.audit.final-stage=pass[] mvp.audit.watch-final-stage=fail[]"},
+			"proxy.audit.final-stage=pass[] proxy.audit.watch-final-stage=fail[]"},
 		{"nothing but a watch", []audit.Event{ev("b", "watch", "ResponseComplete")}, completed,
-			"mvp.audit.final-stage=fail[] mvp.audit.watch-final-stage=pass[]"},
+			"proxy.audit.final-stage=fail[] proxy.audit.watch-final-stage=pass[]"},
 	} {
 		if got := outcomes(FinalStages("cp1", tc.finals, tc.peers)); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)

@@ -81,7 +81,7 @@ var canFail = []struct {
 		meant := Meant([]report.Phase{{Name: "roll", Start: t0, End: t0.Add(time.Minute)}}, map[string]*Meaning{"roll": {Words: []string{restarts.ControlPlane}}})
 		return restarts.StayReady([]restarts.Event{{Kind: restarts.NotReady, Time: t0.Add(30 * time.Second), Node: "w1", Reason: "NodeStatusUnknown"}}, meant, nil)
 	}},
-	{"mvp.audit.run-complete", "a peer that stays up never ends a request its entry ended", func(t *testing.T) promise.Verdict {
+	{"proxy.audit.run-complete", "a peer that stays up never ends a request its entry ended", func(t *testing.T) promise.Verdict {
 		t0 := time.Date(2026, 12, 1, 17, 44, 0, 0, time.UTC)
 		s := func(d float64) time.Time { return t0.Add(time.Duration(d * float64(time.Second))) }
 		l := &auditLogs{dir: t.TempDir(), lines: map[string][]logLine{}}
@@ -91,127 +91,127 @@ var canFail = []struct {
 		l.event("cp4", "half-open", "ResponseStarted", s(10.1), s(10.2))
 		return CheckRunAudit(l.write(t))
 	}},
-	{"mvp.audit.complete", "a proxied request logged twice by the peer, another under another user", func(t *testing.T) promise.Verdict {
+	{"proxy.audit.complete", "a proxied request logged twice by the peer, another under another user", func(t *testing.T) promise.Verdict {
 		w := &Window{Old: []Server{{Name: "cp1"}}, New: []Server{{Name: "cp4"}}}
 		c := logs(t, map[string][]string{
 			"cp1": {"a ResponseComplete admin 200", "b ResponseComplete admin 200"},
 			"cp4": {"a ResponseComplete admin 200", "a ResponseComplete admin 200", "b ResponseComplete someone-else 200"},
 		})
-		return byID(t, "mvp.audit.complete", CheckAudit(t.Context(), c, w, []string{"a", "b"}))
+		return byID(t, "proxy.audit.complete", CheckAudit(t.Context(), c, w, []string{"a", "b"}))
 	}},
-	{"mvp.audit.final-stage", "a proxied create ended at the entry in stage Panic", func(t *testing.T) promise.Verdict {
-		return byID(t, "mvp.audit.final-stage", FinalStages("cp1", []audit.Event{auditEvent("a", "create", "Panic", 500, ""), auditEvent("b", "watch", "ResponseComplete", 200, "")}, nil))
+	{"proxy.audit.final-stage", "a proxied create ended at the entry in stage Panic", func(t *testing.T) promise.Verdict {
+		return byID(t, "proxy.audit.final-stage", FinalStages("cp1", []audit.Event{auditEvent("a", "create", "Panic", 500, ""), auditEvent("b", "watch", "ResponseComplete", 200, "")}, nil))
 	}},
-	{"mvp.audit.watch-final-stage", "a proxied watch in Panic at the entry that the peer never ended: not the reverse proxy's abort", func(t *testing.T) promise.Verdict {
-		return byID(t, "mvp.audit.watch-final-stage", FinalStages("cp1", []audit.Event{auditEvent("a", "list", "ResponseComplete", 200, ""),
+	{"proxy.audit.watch-final-stage", "a proxied watch in Panic at the entry that the peer never ended: not the reverse proxy's abort", func(t *testing.T) promise.Verdict {
+		return byID(t, "proxy.audit.watch-final-stage", FinalStages("cp1", []audit.Event{auditEvent("a", "list", "ResponseComplete", 200, ""),
 			auditEvent("b", "watch", "Panic", 500, "APIServer panic'd: net/http: abort Handler")}, nil))
 	}},
-	{"mvp.trust.forged-headers", "the peer believed a forwarded request's forged X-Remote-User/Group", func(t *testing.T) promise.Verdict {
+	{"proxy.trust.forged-headers", "the peer believed a forwarded request's forged X-Remote-User/Group", func(t *testing.T) promise.Verdict {
 		as := func(name string, groups ...string) *audit.Event {
 			return &audit.Event{User: authnv1.UserInfo{Username: name, Groups: groups}}
 		}
 		return forgedHeaders(forgedVerdictInput{reader: "sa:reader", nobody: "sa:nobody", entry: "cp1",
 			forwardedID: "f", atPeer: as("kubernetes-admin", "system:masters"), markedID: "m", markedEntry: as("sa:reader"), deniedID: "d", deniedEntry: as("sa:nobody")})
 	}},
-	{"mvp.metrics.peer-proxy-errors", "a 1.36 server's counter never moved with its only capable peer's address unresolvable", func(t *testing.T) promise.Verdict {
+	{"proxy.metrics.peer-proxy-errors", "a 1.36 server's counter never moved with its only capable peer's address unresolvable", func(t *testing.T) promise.Verdict {
 		before := parseMetrics(t, "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds 100\n")
 		return peerProxyErrorsMoved(Server{Name: "cp1", Version: version.MustParse("v1.36.3")}, before, before, nil)
 	}},
-	{"mvp.fault.peer-killed", "with the only capable peer killed, a false 404 before any rebuild was logged", func(t *testing.T) promise.Verdict {
+	{"proxy.fault.peer-killed", "with the only capable peer killed, a false 404 before any rebuild was logged", func(t *testing.T) promise.Verdict {
 		v, _ := killedVerdict("cp1", "cp4", []Attempt{attempt(0, 5*time.Millisecond, 503), attempt(time.Second, 3*time.Millisecond, 404)}, true, time.Time{}, nil)
 		return v
 	}},
-	{"mvp.fault.peer-stopped", "with a capable peer stopped and another serving, a false 404 and a hang", func(t *testing.T) promise.Verdict {
+	{"proxy.fault.peer-stopped", "with a capable peer stopped and another serving, a false 404 and a hang", func(t *testing.T) promise.Verdict {
 		return stoppedVerdict("cp4", []string{"cp5"}, []Attempt{attempt(0, 5*time.Millisecond, 200), attempt(time.Second, 3*time.Millisecond, 404),
 			attempt(2*time.Second, 12*time.Second, 200)}, []string{"cp5", "cp5"}, nil)
 	}},
-	{"mvp.fault.black-hole", "under the black hole a list answered 404 and a create hung past the bound", func(t *testing.T) promise.Verdict {
+	{"proxy.fault.black-hole", "under the black hole a list answered 404 and a create hung past the bound", func(t *testing.T) promise.Verdict {
 		return holeVerdict("black hole cp1 -> cp4", "example.skewer.io/v1/widgets", "cp1", 65*time.Second,
 			map[string]Attempt{"list": attempt(0, 5*time.Millisecond, 404), "create": attempt(0, 70*time.Second, 504)}, noAudit)
 	}},
-	{"mvp.fault.slow-link", "past the TLS handshake timeout a list was served late, not an explicit 503", func(t *testing.T) promise.Verdict {
+	{"proxy.fault.slow-link", "past the TLS handshake timeout a list was served late, not an explicit 503", func(t *testing.T) promise.Verdict {
 		below := []Attempt{attempt(0, 310*time.Millisecond, 200), attempt(time.Second, 305*time.Millisecond, 200)}
 		return slowVerdict("cp1", slowSeen{below: below, belowFault: "slow link +100ms", above: attempt(0, 24*time.Second, 200), aboveFault: "slow link +6s"})
 	}},
-	{"mvp.fault.no-duplicate-write", "a create given up by its client made two objects", func(t *testing.T) promise.Verdict {
+	{"proxy.fault.no-duplicate-write", "a create given up by its client made two objects", func(t *testing.T) promise.Verdict {
 		return dupVerdict(countedWrite("the create under the black hole", 1, "cp4", 3*time.Second), countedWrite("the create given up at +3 s each way", 2, "cp4", 8*time.Second))
 	}},
-	{"mvp.fault.only-peer-gone", "with the only capable peer stopped, 404s while its identity Lease was never seen gone", func(t *testing.T) promise.Verdict {
+	{"proxy.fault.only-peer-gone", "with the only capable peer stopped, 404s while its identity Lease was never seen gone", func(t *testing.T) promise.Verdict {
 		return onlyGoneVerdict("cp1", "cp4", []Attempt{attempt(0, 5*time.Millisecond, 503), attempt(time.Second, 3*time.Millisecond, 404)}, 35*time.Second, time.Time{}, nil)
 	}},
-	{"mvp.route.verbs", "the watch through the older apiserver ended after ADDED, never delivering MODIFIED and DELETED", func(t *testing.T) promise.Verdict {
+	{"proxy.route.verbs", "the watch through the older apiserver ended after ADDED, never delivering MODIFIED and DELETED", func(t *testing.T) promise.Verdict {
 		_, v := watched("cp1", delivered("ADDED w-1"), []string{"ADDED w-1", "MODIFIED w-1", "DELETED w-1"}, time.After(20*time.Second))
 		if v == nil {
 			t.Fatal("every event delivered")
 		}
 		return *v
 	}},
-	{"mvp.route.runtime-config", "through the entry with node.k8s.io/v1 off, the watch ended after ADDED", func(t *testing.T) promise.Verdict {
+	{"proxy.route.runtime-config", "through the entry with node.k8s.io/v1 off, the watch ended after ADDED", func(t *testing.T) promise.Verdict {
 		_, v := watched("cp4", delivered("ADDED rc-1"), []string{"ADDED rc-1", "MODIFIED rc-1", "DELETED rc-1"}, time.After(20*time.Second))
 		if v == nil {
 			t.Fatal("every event delivered")
 		}
 		return runtimeConfigRoute(*v, Server{Name: "cp4", Version: version.MustParse("v1.36.3")}, 3*time.Second)
 	}},
-	{"mvp.route.no-false-forwarding", "the rerouted counter moved for paths no server serves", func(t *testing.T) promise.Verdict {
+	{"proxy.route.no-false-forwarding", "the rerouted counter moved for paths no server serves", func(t *testing.T) promise.Verdict {
 		_, v := unmoved("cp1", false, []string{"/apis/nothing.skewer.io/v1/things"}, reroutedAt(t, 404, 2), reroutedAt(t, 404, 5))
 		if v == nil {
 			t.Fatal("judged unmoved")
 		}
 		return *v
 	}},
-	{"mvp.route.loop-guard", "a request marked proxied answered 404 but the counter moved: forwarded again", func(t *testing.T) promise.Verdict {
+	{"proxy.route.loop-guard", "a request marked proxied answered 404 but the counter moved: forwarded again", func(t *testing.T) promise.Verdict {
 		return loopGuardVerdict(Server{Name: "cp1"}, "/apis/x/v1/ys", notFound(), reroutedAt(t, 404, 2), reroutedAt(t, 404, 3), func() error { return nil })
 	}},
-	{"mvp.metrics.rerouted", "the rerouted counter moved by 4 for 5 forwarded gets", func(t *testing.T) promise.Verdict {
+	{"proxy.metrics.rerouted", "the rerouted counter moved by 4 for 5 forwarded gets", func(t *testing.T) promise.Verdict {
 		return reroutedVerdict("cp1", "x/v1/ys", 5, reroutedAt(t, 404, 2), reroutedAt(t, 404, 6))
 	}},
-	{"mvp.scope.crd-apiservice", "an APIService without a backend answered 404 from a peer, not 503", func(t *testing.T) promise.Verdict {
+	{"proxy.scope.crd-apiservice", "an APIService without a backend answered 404 from a peer, not 503", func(t *testing.T) promise.Verdict {
 		v := scopeAnswers(Server{Name: "cp1", Version: version.MustParse("v1.35.4")}, nil, notFound(), 30*time.Millisecond)
 		if v == nil {
 			t.Fatal("judged in scope")
 		}
 		return *v
 	}},
-	{"mvp.rollback.all-old", "after the rollback the resource only the newer version served is still served", func(t *testing.T) promise.Verdict {
+	{"proxy.rollback.all-old", "after the rollback the resource only the newer version served is still served", func(t *testing.T) promise.Verdict {
 		v := goneAfterRollback(discovery.Resource{Group: "x", Version: "v1", Resource: "ys"}, Server{Name: "cp1", Version: version.MustParse("v1.35.4")}, nil)
 		if v == nil {
 			t.Fatal("judged gone")
 		}
 		return *v
 	}},
-	{"mvp.route.baseline-false-404", "with the gate off the entry still served the resource: no false 404 reproduced", func(t *testing.T) promise.Verdict {
+	{"proxy.route.baseline-false-404", "with the gate off the entry still served the resource: no false 404 reproduced", func(t *testing.T) promise.Verdict {
 		return baselineVerdict("cp1 (v1.35.4) restarted with the gate off", 0, nil, func() error { return nil })
 	}},
-	{"mvp.rollback.gate-off", "with its flags back the entry never forwarded again", func(t *testing.T) promise.Verdict {
+	{"proxy.rollback.gate-off", "with its flags back the entry never forwarded again", func(t *testing.T) promise.Verdict {
 		return gateOnAgain("cp1", "x/v1/ys", 0, errors.New("timed out after 2m0s waiting for x/v1/ys to be served through cp1: last seen 404 the server could not find the requested resource"))
 	}},
-	{"mvp.defaults.beta", "without --peer-ca-file the entry still forwarded", func(t *testing.T) promise.Verdict {
+	{"proxy.defaults.beta", "without --peer-ca-file the entry still forwarded", func(t *testing.T) promise.Verdict {
 		v := betaWithoutCA("cp4", "node.k8s.io/v1/runtimeclasses", 1, nil)
 		if v == nil {
 			t.Fatal("judged the false 404")
 		}
 		return *v
 	}},
-	{"mvp.trust.identity", "the peer logged the forwarded list as the entry server, not the service account", func(t *testing.T) promise.Verdict {
+	{"proxy.trust.identity", "the peer logged the forwarded list as the entry server, not the service account", func(t *testing.T) promise.Verdict {
 		seen := trustEvidence()
 		seen.atPeer = &audit.Event{User: authnv1.UserInfo{Username: "system:apiserver", Groups: []string{"system:masters"}}}
 		return identityVerdict(seen)
 	}},
-	{"mvp.trust.uid", "the peer logged the forwarded list without the user's UID", func(t *testing.T) promise.Verdict {
+	{"proxy.trust.uid", "the peer logged the forwarded list without the user's UID", func(t *testing.T) promise.Verdict {
 		seen := trustEvidence()
 		seen.atPeer.User.UID = ""
 		return uidVerdict(seen)
 	}},
-	{"mvp.trust.rbac-at-entry", "a denied request reached a peer", func(t *testing.T) promise.Verdict {
+	{"proxy.trust.rbac-at-entry", "a denied request reached a peer", func(t *testing.T) promise.Verdict {
 		seen := trustEvidence()
 		seen.deniedAtPeers = []string{"cp4 (d)"}
 		return rbacVerdict(seen)
 	}},
-	{"mvp.trust.forged-lease", "packets left the entry's node for the address a forged Lease names", func(t *testing.T) promise.Verdict {
+	{"proxy.trust.forged-lease", "packets left the entry's node for the address a forged Lease names", func(t *testing.T) promise.Verdict {
 		return forgedLeaseVerdict(forgedLeaseSeen{lease: "kube-apiserver-skewer-forged-1", entry: "cp1", node: "cp1", lists: 20, where: []string{"cp4"}, packets: 3})
 	}},
-	{"mvp.trust.untrusted-peer", "requests served by a peer whose certificate the peer CA did not sign", func(t *testing.T) promise.Verdict {
+	{"proxy.trust.untrusted-peer", "requests served by a peer whose certificate the peer CA did not sign", func(t *testing.T) promise.Verdict {
 		start := parseMetrics(t, "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds 100\n")
 		return untrustedVerdict(untrustedSeen{fault: "untrusted serving cp4", key: "x/v1/ys", entry: "cp1", peer: "cp4", peerID: "apiserver-abc",
 			as: []Attempt{attempt(0, 5*time.Millisecond, 200)}, before: start, after: start},
@@ -234,7 +234,7 @@ var canFail = []struct {
 		backends := []string{"cp1:6443", "cp2:6443", "cp3:6443"}
 		return membershipVerdict("removing cp0", rollout.MembershipDiff(names, backends, []string{"cp0", "cp1", "cp2", "cp3"}, names, append([]string{"cp0:6443"}, backends...)))
 	}},
-	{"mvp.discovery.converges", "a merged view never showed what only the newer version serves", func(t *testing.T) promise.Verdict {
+	{"proxy.discovery.converges", "a merged view never showed what only the newer version serves", func(t *testing.T) promise.Verdict {
 		only := []discovery.Resource{{Group: "x", Version: "v1", Resource: "ys"}}
 		err := wait.Within(t.Context(), wait.Budget{Timeout: 50 * time.Millisecond, Interval: 10 * time.Millisecond}, "every merged view to show x/v1/ys",
 			func(context.Context) (bool, string, error) {

@@ -41,7 +41,7 @@ type Input struct {
 	// rest are not selected: not run, not counted.
 	Only, Skip []promise.ID
 	// Shard, when set, is the areas of the catalogue this machine judges
-	// of a certification split across several (--shard mvp): the
+	// of a certification split across several (--shard proxy): the
 	// promises of the other areas are not selected here, and the phases
 	// only they need do not run. The cluster's own promises (restarts,
 	// nodes Ready) are judged by every shard of its own run. skewer

@@ -97,14 +97,14 @@ func TestInterruptedChecksAreErrors(t *testing.T) {
 	stopped = true
 	r.judge(promise.Verdict{ID: "rollout.versions", Outcome: promise.Fail, Reason: "context canceled"})
 	r.judge(promise.Verdict{ID: "rollout.membership", Outcome: promise.Fail, Reason: "context canceled"})
-	r.judge(promise.Verdict{ID: "mvp.route.verbs", Outcome: promise.Fail, Reason: "context canceled"})
+	r.judge(promise.Verdict{ID: "proxy.route.verbs", Outcome: promise.Fail, Reason: "context canceled"})
 	if got := r.verdicts["rollout.versions"]; got.Outcome != promise.Fail || got.Reason != "one at v1.35.4" {
 		t.Errorf("failed before the interrupt: %+v", got)
 	}
 	if got := r.verdicts["rollout.membership"]; got.Outcome != promise.Pass {
 		t.Errorf("passed before the interrupt: %+v", got)
 	}
-	got := r.verdicts["mvp.route.verbs"]
+	got := r.verdicts["proxy.route.verbs"]
 	if got.Outcome != promise.Error || !strings.Contains(got.Reason, "interrupted") || !slices.Contains(got.Evidence, "cut short: context canceled") {
 		t.Errorf("cut short: %+v", got)
 	}
@@ -136,7 +136,7 @@ func TestNothingSelectedMakesNoCluster(t *testing.T) {
 	if c := res.Counts(); c[promise.NotSelected] != 2*len(promise.Catalogue()) {
 		t.Errorf("counts %v", c)
 	}
-	if res.Coverage.Judged != 0 || !strings.Contains(res.Headline(), "PASS, judged 0 of 58 promises; not judged: cluster 2 of 2, mvp 28 of 28") {
+	if res.Coverage.Judged != 0 || !strings.Contains(res.Headline(), "PASS, judged 0 of 58 promises; not judged: cluster 2 of 2, proxy 28 of 28") {
 		t.Errorf("coverage of a run that judged nothing: %s", res.Headline())
 	}
 	for _, p := range res.Runs[0].Promises {
@@ -229,10 +229,10 @@ func TestUnselectedVerdictsDoNotCount(t *testing.T) {
 // A mixed window that cannot be opened makes its promises errors, unless
 // the pair offers nothing to route: only then do they not apply.
 func TestNoWindow(t *testing.T) {
-	if v := noWindow("mvp.route.verbs", fmt.Errorf("%w: v1.36.3 serves no routable resource", ErrNothingToRoute)); v.Outcome != promise.NotApplicable {
+	if v := noWindow("proxy.route.verbs", fmt.Errorf("%w: v1.36.3 serves no routable resource", ErrNothingToRoute)); v.Outcome != promise.NotApplicable {
 		t.Errorf("nothing to route: %+v", v)
 	}
-	if v := noWindow("mvp.route.verbs", errors.New("the server is currently unable to handle the request")); v.Outcome != promise.Error || !strings.Contains(v.Reason, "unable to handle") {
+	if v := noWindow("proxy.route.verbs", errors.New("the server is currently unable to handle the request")); v.Outcome != promise.Error || !strings.Contains(v.Reason, "unable to handle") {
 		t.Errorf("an API error: %+v", v)
 	}
 }
@@ -288,14 +288,14 @@ func TestSurgePlan(t *testing.T) {
 		only []promise.ID
 		want surgePlan
 	}{
-		{[]promise.ID{"mvp.route.verbs", "mvp.audit.complete"}, surgePlan{window: true, proxy: true}},
-		{[]promise.ID{"mvp.fault.black-hole"}, surgePlan{window: true, faults: true}},
-		{[]promise.ID{"mvp.route.runtime-config"}, surgePlan{window: true, variant: true}},
+		{[]promise.ID{"proxy.route.verbs", "proxy.audit.complete"}, surgePlan{window: true, proxy: true}},
+		{[]promise.ID{"proxy.fault.black-hole"}, surgePlan{window: true, faults: true}},
+		{[]promise.ID{"proxy.route.runtime-config"}, surgePlan{window: true, variant: true}},
 		{[]promise.ID{"rollout.rollback"}, surgePlan{window: true, rollback: true}},
-		{[]promise.ID{"mvp.fault.peer-stopped"}, surgePlan{window: true, rollback: true, windowTwo: true}},
-		{[]promise.ID{"mvp.fault.peer-killed"}, surgePlan{window: true, faults: true, rollback: true, windowTwo: true}},
+		{[]promise.ID{"proxy.fault.peer-stopped"}, surgePlan{window: true, rollback: true, windowTwo: true}},
+		{[]promise.ID{"proxy.fault.peer-killed"}, surgePlan{window: true, faults: true, rollback: true, windowTwo: true}},
 		{[]promise.ID{"sidecar.start.order"}, surgePlan{through: true, sidecars: true}},
-		{[]promise.ID{"mvp.route.verbs", "rollout.versions"}, surgePlan{window: true, proxy: true, rollback: true, through: true}},
+		{[]promise.ID{"proxy.route.verbs", "rollout.versions"}, surgePlan{window: true, proxy: true, rollback: true, through: true}},
 		{[]promise.ID{"rollout.no-lost-writes"}, surgePlan{traffic: true, through: true}},
 		{[]promise.ID{"rollout.refuses-bad-input"}, surgePlan{refused: true}},
 	} {
@@ -312,10 +312,10 @@ func TestSurgePlan(t *testing.T) {
 		shard []string
 		want  surgePlan
 	}{
-		{[]string{"mvp"}, surgePlan{window: true, proxy: true, faults: true, variant: true, rollback: true, windowTwo: true}},
+		{[]string{"proxy"}, surgePlan{window: true, proxy: true, faults: true, variant: true, rollback: true, windowTwo: true}},
 		{[]string{"rollout"}, surgePlan{refused: true, interrupted: true, window: true, traffic: true, rollback: true, windowTwo: true, through: true}},
 		{[]string{"sidecar"}, surgePlan{through: true, sidecars: true}},
-		{[]string{"mvp", "rollout", "sidecar"}, all},
+		{[]string{"proxy", "rollout", "sidecar"}, all},
 	} {
 		in.Shard = tc.shard
 		if got := in.surgePlan(); got != tc.want {

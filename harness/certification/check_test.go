@@ -51,10 +51,10 @@ func TestChecksAreRegisteredWhole(t *testing.T) {
 // makes the run take its first part.
 func TestPartsRunTheSelectedChecks(t *testing.T) {
 	in := input(t)
-	in.Only = []promise.ID{"mvp.fault.black-hole"}
+	in.Only = []promise.ID{"proxy.fault.black-hole"}
 	got := in.checksIn(partFaults, rollout.StrategySurge)
-	if len(got) != 1 || got[0].IDs[0] != "mvp.fault.black-hole" {
-		t.Errorf("faults with --only mvp.fault.black-hole: %d checks, want the link's alone", len(got))
+	if len(got) != 1 || got[0].IDs[0] != "proxy.fault.black-hole" {
+		t.Errorf("faults with --only proxy.fault.black-hole: %d checks, want the link's alone", len(got))
 	}
 	in.Only = []promise.ID{"rollout.membership"}
 	if !in.needs(partThrough, rollout.StrategySurge) || in.needs(partWindow, rollout.StrategySurge) {
@@ -87,12 +87,12 @@ func TestAJudgeJudgesOnlyItsOwn(t *testing.T) {
 	if got := r.verdicts["rollout.membership"]; got.Outcome != promise.Error {
 		t.Errorf("an undeclared verdict kept as %+v", got)
 	}
-	c.Also = []promise.ID{"mvp.audit.complete"}
+	c.Also = []promise.ID{"proxy.audit.complete"}
 	c.Judge = func(context.Context, *Env) []promise.Verdict {
-		return []promise.Verdict{{ID: "mvp.audit.complete", Outcome: promise.Pass}}
+		return []promise.Verdict{{ID: "proxy.audit.complete", Outcome: promise.Pass}}
 	}
 	r.judgeCheck(context.Background(), c, &Env{})
-	if got := r.verdicts["mvp.audit.complete"]; got.Outcome != promise.Pass {
+	if got := r.verdicts["proxy.audit.complete"]; got.Outcome != promise.Pass {
 		t.Errorf("a verdict the check judges in passing (Also): %+v", got)
 	}
 	if got := r.verdicts["rollout.versions"]; got.Outcome != promise.Pass {

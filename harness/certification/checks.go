@@ -150,13 +150,13 @@ func leftRecord(rec *rollout.Record, err error) error {
 	return err
 }
 
-// CheckDiscovery judges mvp.discovery.converges in a mixed window: what
+// CheckDiscovery judges proxy.discovery.converges in a mixed window: what
 // the apiservers at newer serve locally and the others do not is found by
 // comparing their discovery, and every apiserver's peer-merged discovery
 // must show all of it within its budget (certify/discovery-converges). It returns those resources and how
 // long the merged views took to show them.
 func CheckDiscovery(ctx context.Context, c *cluster.Cluster, newer version.Version) (promise.Verdict, []discovery.Resource, time.Duration) {
-	const id = "mvp.discovery.converges"
+	const id = "proxy.discovery.converges"
 	start := time.Now()
 	all, err := servers(ctx, c)
 	if err != nil {
@@ -208,11 +208,11 @@ func lacks(server string, merged discovery.Set, err error, only []discovery.Reso
 	return out
 }
 
-// convergedVerdict judges mvp.discovery.converges on the wait for every
+// convergedVerdict judges proxy.discovery.converges on the wait for every
 // merged view to show only (err: it did not, within its budget), which
 // took took.
 func convergedVerdict(newer version.Version, only []discovery.Resource, took time.Duration, err error) promise.Verdict {
-	const id = "mvp.discovery.converges"
+	const id = "proxy.discovery.converges"
 	if err != nil {
 		return fail(id, "%v", err)
 	}

@@ -22,7 +22,7 @@ const proxyGate = "UnknownVersionInteroperabilityProxy"
 // gateBeta says whether the gate is Beta, on by default, in version v.
 func gateBeta(v version.Version) bool { return v.Major() > 1 || v.Minor() >= 36 }
 
-// CheckBetaDefault judges mvp.defaults.beta through the window's entry,
+// CheckBetaDefault judges proxy.defaults.beta through the window's entry,
 // w.Old[0] (issue 14 item 8): a server of 1.36 or later whose gate is
 // unset - on its Beta default - must report the gate on
 // (kubernetes_feature_enabled) and serve the window's resource by
@@ -40,7 +40,7 @@ func gateBeta(v version.Version) bool { return v.Major() > 1 || v.Minor() >= 36 
 // 1.35 judges it on a 1.36 server there (the rollout leaves the gate
 // unset on the servers it deploys at 1.36 and later).
 func CheckBetaDefault(ctx context.Context, c *cluster.Cluster, w *Window) promise.Verdict {
-	const id = "mvp.defaults.beta"
+	const id = "proxy.defaults.beta"
 	old := w.Old[0]
 	if !gateBeta(old.Version) {
 		return promise.Verdict{ID: id, Outcome: promise.NotApplicable, Reason: fmt.Sprintf(
@@ -96,7 +96,7 @@ func CheckBetaDefault(ctx context.Context, c *cluster.Cluster, w *Window) promis
 	}}
 }
 
-// betaWithoutCA judges mvp.defaults.beta on entry restarted without
+// betaWithoutCA judges proxy.defaults.beta on entry restarted without
 // --peer-ca-file, the gate on by default: it reports the gate (on) and
 // must answer the list of key (lerr) with the false 404 of a server with
 // no proxy. Nil when it did.
@@ -104,7 +104,7 @@ func betaWithoutCA(entry, key string, on float64, lerr error) *promise.Verdict {
 	if apierrors.IsNotFound(lerr) && on == 1 {
 		return nil
 	}
-	v := fail("mvp.defaults.beta", "%s restarted without --peer-ca-file, the gate on by default (kubernetes_feature_enabled %g): list %s answered %v, want the false 404 of a server with no proxy",
+	v := fail("proxy.defaults.beta", "%s restarted without --peer-ca-file, the gate on by default (kubernetes_feature_enabled %g): list %s answered %v, want the false 404 of a server with no proxy",
 		entry, on, key, orOK(lerr))
 	return &v
 }

@@ -25,7 +25,7 @@ import (
 const peerProxyErrors = "apiserver_peer_proxy_errors_total"
 
 // FaultPromises are the promises CheckPeerKilled judges.
-var FaultPromises = []promise.ID{"mvp.fault.peer-killed", "mvp.metrics.peer-proxy-errors"}
+var FaultPromises = []promise.ID{"proxy.fault.peer-killed", "proxy.metrics.peer-proxy-errors"}
 
 // countsPeerProxyErrors says whether an apiserver of v counts
 // apiserver_peer_proxy_errors_total: the proxy's handler has it since
@@ -127,7 +127,7 @@ func messages(as []Attempt) []string {
 	return out
 }
 
-// CheckPeerKilled judges mvp.fault.peer-killed: the first newer apiserver
+// CheckPeerKilled judges proxy.fault.peer-killed: the first newer apiserver
 // of the window is killed (faults.KillAPIServer: SIGKILL, nothing
 // restarts it, its identity Lease and address record left behind) and the
 // window's resource is asked for through the first older one.
@@ -135,7 +135,7 @@ func messages(as []Attempt) []string {
 //     answerBound, with 503: never a 404 (the resource does exist), never
 //     a hang. Where the older server counts apiserver_peer_proxy_errors_total,
 //     it moves for the dead peer's address, which stops resolving once its
-//     record expires (mvp.metrics.peer-proxy-errors).
+//     record expires (proxy.metrics.peer-proxy-errors).
 //   - With another capable peer, no request answers 404 or hangs, and once
 //     the dead peer's address record has expired every request is served:
 //     how long that took is measured.
@@ -209,11 +209,11 @@ func CheckPeerKilled(ctx context.Context, c *cluster.Cluster, w *Window) []promi
 // local handler.
 const CausePeerCacheRebuilt = traffic.CausePeerCacheRebuilt
 
-// killedVerdict judges mvp.fault.peer-killed on the attempts made
+// killedVerdict judges proxy.fault.peer-killed on the attempts made
 // through entry with dead killed (judgeKilled), ev being what was seen;
 // it also says when the last one that was not served began.
 func killedVerdict(entry, dead string, as []Attempt, alone bool, rebuilt time.Time, ev []string) (promise.Verdict, time.Duration) {
-	const id = "mvp.fault.peer-killed"
+	const id = "proxy.fault.peer-killed"
 	if v := underFault(id, "requests through "+entry+" with "+dead+" killed", len(as)); v != nil {
 		return *v, 0
 	}
@@ -237,7 +237,7 @@ func killedVerdict(entry, dead string, as []Attempt, alone bool, rebuilt time.Ti
 }
 
 // judgeKilled says which of the attempts made with a capable peer killed
-// break mvp.fault.peer-killed - alone, when it was the only capable peer -
+// break proxy.fault.peer-killed - alone, when it was the only capable peer -
 // with the cause of each (a 404 answered after the entry server logged
 // the rebuild of its peer cache without the dead peer, at rebuilt, is
 // CausePeerCacheRebuilt; one before it, or with none logged, is
@@ -351,12 +351,12 @@ func firstRebuildWithout(logs, id string) (string, time.Time) {
 	return "", time.Time{}
 }
 
-// peerProxyErrorsMoved judges mvp.metrics.peer-proxy-errors on old's
+// peerProxyErrorsMoved judges proxy.metrics.peer-proxy-errors on old's
 // scrapes around the peer-killed fault with no other capable peer: once
 // the dead peer's address record expired, every request failed to resolve
 // it (type endpoint_resolution).
 func peerProxyErrorsMoved(old Server, before, after metrics.Snapshot, scrapeErr error) promise.Verdict {
-	const id = "mvp.metrics.peer-proxy-errors"
+	const id = "proxy.metrics.peer-proxy-errors"
 	if !countsPeerProxyErrors(old.Version) {
 		return promise.Inapplicable(id, "the older apiservers (%s) have no %s: the proxy's handler counts it since v1.36", old.Version, peerProxyErrors)
 	}
@@ -378,7 +378,7 @@ func peerProxyErrorsMoved(old Server, before, after metrics.Snapshot, scrapeErr 
 	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: []string{ev}}
 }
 
-// CheckPeerStopped judges mvp.fault.peer-stopped in a window with two
+// CheckPeerStopped judges proxy.fault.peer-stopped in a window with two
 // newer apiservers or more. First, 20 lists of the window's resource
 // through the first older apiserver are spread over every capable peer
 // (each serves at least one, by the audit logs). Then the first newer one
@@ -388,7 +388,7 @@ func peerProxyErrorsMoved(old Server, before, after metrics.Snapshot, scrapeErr 
 // after that, 10 lists are each served, all by the remaining peers. The
 // apiserver is started again before it returns.
 func CheckPeerStopped(ctx context.Context, c *cluster.Cluster, w *Window) promise.Verdict {
-	const id = "mvp.fault.peer-stopped"
+	const id = "proxy.fault.peer-stopped"
 	if len(w.New) < 2 {
 		return promise.Errored(id, "the check needs a window with two newer apiservers; this one has %d: no next capable peer", len(w.New))
 	}
@@ -441,12 +441,12 @@ func CheckPeerStopped(ctx context.Context, c *cluster.Cluster, w *Window) promis
 	return stoppedVerdict(gone.Name, names(rest), as, after, ev)
 }
 
-// stoppedVerdict judges mvp.fault.peer-stopped on what was seen with the
+// stoppedVerdict judges proxy.fault.peer-stopped on what was seen with the
 // capable peer gone stopped and rest serving: the attempts made through
 // the entry meanwhile (as) and the servers that logged the lists made
 // after them; ev is the evidence so far.
 func stoppedVerdict(gone string, rest []string, as []Attempt, after, ev []string) promise.Verdict {
-	const id = "mvp.fault.peer-stopped"
+	const id = "proxy.fault.peer-stopped"
 	if v := underFault(id, "requests through the entry with "+gone+" stopped", len(as)); v != nil {
 		return *v
 	}

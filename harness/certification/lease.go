@@ -25,7 +25,7 @@ const decoy = "192.0.2.10"
 
 const peerDiscoverySyncErrors = "apiserver_peer_discovery_sync_errors_total"
 
-// CheckForgedLease judges mvp.trust.forged-lease: a user allowed to write
+// CheckForgedLease judges proxy.trust.forged-lease: a user allowed to write
 // Leases in kube-system forges an apiserver identity Lease (the identity
 // label, a name no server has, its peer-advertise-address annotation
 // pointing at decoy). Through the first older apiserver, the window's
@@ -36,7 +36,7 @@ const peerDiscoverySyncErrors = "apiserver_peer_discovery_sync_errors_total"
 // peer-discovery sync errors are measured, as the forged peer's address
 // cannot be resolved.
 func CheckForgedLease(ctx context.Context, c *cluster.Cluster, w *Window) promise.Verdict {
-	const id = "mvp.trust.forged-lease"
+	const id = "proxy.trust.forged-lease"
 	old := w.Old[0]
 	if _, err := w.RouteWorks(ctx, "default"); err != nil {
 		return fail(id, "%v", err)
@@ -118,10 +118,10 @@ type forgedLeaseSeen struct {
 	packetsErr         error
 }
 
-// forgedLeaseVerdict judges mvp.trust.forged-lease on what was seen; more
+// forgedLeaseVerdict judges proxy.trust.forged-lease on what was seen; more
 // is evidence (the entry's peer-discovery sync errors).
 func forgedLeaseVerdict(in forgedLeaseSeen, more ...string) promise.Verdict {
-	const id = "mvp.trust.forged-lease"
+	const id = "proxy.trust.forged-lease"
 	if v := underFault(id, "lists through "+in.entry+" with the Lease forged", in.lists); v != nil {
 		return *v
 	}

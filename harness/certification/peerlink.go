@@ -24,7 +24,7 @@ import (
 )
 
 // LinkPromises are the promises CheckPeerLink judges.
-var LinkPromises = []promise.ID{"mvp.fault.black-hole", "mvp.fault.slow-link", "mvp.fault.no-duplicate-write"}
+var LinkPromises = []promise.ID{"proxy.fault.black-hole", "proxy.fault.slow-link", "proxy.fault.no-duplicate-write"}
 
 // Bounds of the peer-link faults.
 const (
@@ -69,13 +69,13 @@ type linkRun struct {
 // older apiserver to its first newer one black-holed (every packet
 // dropped), then slowed below, between and above the proxy's timeouts (a
 // userspace relay: the kernel has no netem):
-//   - mvp.fault.black-hole: a read and a write through the older server,
+//   - proxy.fault.black-hole: a read and a write through the older server,
 //     each asking for a deadline of holeDeadline, are each answered 503
 //     or 504 within blackHoleBound, never 404.
-//   - mvp.fault.slow-link: +100 ms each way, five reads are served, each
+//   - proxy.fault.slow-link: +100 ms each way, five reads are served, each
 //     at least a round trip slower; +6 s each way (past the 10 s TLS
 //     handshake timeout), a read is an explicit 503 within slowAboveBound.
-//   - mvp.fault.no-duplicate-write: the write under the black hole, and a
+//   - proxy.fault.no-duplicate-write: the write under the black hole, and a
 //     write at +3 s each way whose client gives up after it reached the
 //     peer, each made at most one object, watched while the answer
 //     travels back. An error without a sample object of the resource.
@@ -115,10 +115,10 @@ func CheckPeerLink(ctx context.Context, c *cluster.Cluster, w *Window) []promise
 	return []promise.Verdict{hole, slow, dup}
 }
 
-// dupVerdict judges mvp.fault.no-duplicate-write on what the writes
+// dupVerdict judges proxy.fault.no-duplicate-write on what the writes
 // under the faults made.
 func dupVerdict(made ...written) promise.Verdict {
-	const id = "mvp.fault.no-duplicate-write"
+	const id = "proxy.fault.no-duplicate-write"
 	var said []string
 	for _, w := range made {
 		said = append(said, w.said)
@@ -298,11 +298,11 @@ func (l *linkRun) cleanUp(ctx context.Context) {
 	}
 }
 
-// blackHole judges mvp.fault.black-hole and says what the write made.
+// blackHole judges proxy.fault.black-hole and says what the write made.
 // Each request names its own Audit-ID, so the entry's audit log says how
 // the entry ended a request whose client got no answer it could read.
 func (l *linkRun) blackHole(ctx context.Context) (promise.Verdict, written) {
-	const id = "mvp.fault.black-hole"
+	const id = "proxy.fault.black-hole"
 	apis := map[string]dynamic.ResourceInterface{}
 	auditIDs := map[string]string{}
 	for _, what := range []string{"list", "create"} {
@@ -365,12 +365,12 @@ func (l *linkRun) blackHole(ctx context.Context) (promise.Verdict, written) {
 // that very request ending in 503 or 504 at its deadline.
 const CauseTimeoutAbort = "timeout-aborted-response"
 
-// holeVerdict judges mvp.fault.black-hole on how the list and the create
+// holeVerdict judges proxy.fault.black-hole on how the list and the create
 // tried through entry under the fault named fault ended, bound being
 // blackHoleBound of the entry's flags; ended reads the entry's final audit
 // event of an attempt by its audit ID, for an attempt that got no answer.
 func holeVerdict(fault, key, entry string, bound time.Duration, tried map[string]Attempt, ended func(auditID string) (*audit.Event, error)) promise.Verdict {
-	const id = "mvp.fault.black-hole"
+	const id = "proxy.fault.black-hole"
 	if v := underFault(id, "requests through "+entry+" under "+fault, len(tried)); v != nil {
 		return *v
 	}
@@ -432,10 +432,10 @@ func abortedAtDeadline(entry string, a Attempt, ended func(auditID string) (*aud
 	return promise.UnknownCause, said
 }
 
-// slowLink judges mvp.fault.slow-link and says what the write between the
+// slowLink judges proxy.fault.slow-link and says what the write between the
 // timeouts made.
 func (l *linkRun) slowLink(ctx context.Context) (promise.Verdict, written) {
-	const id = "mvp.fault.slow-link"
+	const id = "proxy.fault.slow-link"
 	slow := func(d time.Duration) *faults.SlowLink { return &faults.SlowLink{From: l.old, To: l.peer, Delay: d} }
 	var seen slowSeen
 
@@ -504,9 +504,9 @@ type slowSeen struct {
 	belowFault, betweenFault, aboveFault string
 }
 
-// slowVerdict judges mvp.fault.slow-link on what was seen through entry.
+// slowVerdict judges proxy.fault.slow-link on what was seen through entry.
 func slowVerdict(entry string, seen slowSeen) promise.Verdict {
-	const id = "mvp.fault.slow-link"
+	const id = "proxy.fault.slow-link"
 	var bad, ev, took []string
 	for _, a := range seen.below {
 		took = append(took, a.Took.Round(10*time.Millisecond).String())
@@ -563,7 +563,7 @@ func leaseGone(ctx context.Context, c *cluster.Cluster, id string) (time.Time, s
 	return at, fmt.Sprintf("the identity Lease %s was gone from %s on", id, at.Format("15:04:05.000"))
 }
 
-// CheckOnlyPeerGone judges mvp.fault.only-peer-gone in a window with one
+// CheckOnlyPeerGone judges proxy.fault.only-peer-gone in a window with one
 // newer apiserver: it is stopped cleanly (its identity Lease goes with
 // it) and the resource only it serves is asked for through the first
 // older one every second for 30 s: each answer comes within the client's
@@ -573,7 +573,7 @@ func leaseGone(ctx context.Context, c *cluster.Cluster, id string) (time.Time, s
 // when the probing ended. The apiserver is started again before it
 // returns.
 func CheckOnlyPeerGone(ctx context.Context, c *cluster.Cluster, w *Window) promise.Verdict {
-	const id = "mvp.fault.only-peer-gone"
+	const id = "proxy.fault.only-peer-gone"
 	const d, timeout = 30 * time.Second, 35 * time.Second
 	if len(w.New) != 1 {
 		return promise.Errored(id, "the check needs a window with one newer apiserver; this one has %d", len(w.New))
@@ -608,12 +608,12 @@ func CheckOnlyPeerGone(ctx context.Context, c *cluster.Cluster, w *Window) promi
 	return onlyGoneVerdict(old.Name, gone.Name, as, timeout, goneAt, ev)
 }
 
-// onlyGoneVerdict judges mvp.fault.only-peer-gone on the attempts made
+// onlyGoneVerdict judges proxy.fault.only-peer-gone on the attempts made
 // through entry, each given timeout, with its only capable peer gone
 // stopped, goneAt being when the peer's identity Lease was seen gone (zero
 // if it was not, or came back); ev is what was seen.
 func onlyGoneVerdict(entry, gone string, as []Attempt, timeout time.Duration, goneAt time.Time, ev []string) promise.Verdict {
-	const id = "mvp.fault.only-peer-gone"
+	const id = "proxy.fault.only-peer-gone"
 	if v := underFault(id, "requests through "+entry+" with "+gone+" stopped", len(as)); v != nil {
 		return *v
 	}

@@ -44,7 +44,7 @@ func plans(t *testing.T) string {
 		in.Shard = []string{area}
 		render("--shard "+area, in)
 	}
-	for _, skip := range [][]promise.ID{trafficPromises, {"mvp.discovery.converges"}, {"rollout.membership", "rollout.versions"}} {
+	for _, skip := range [][]promise.ID{trafficPromises, {"proxy.discovery.converges"}, {"rollout.membership", "rollout.versions"}} {
 		in := input(t)
 		in.Skip = skip
 		render(fmt.Sprintf("--skip %v", skip), in)

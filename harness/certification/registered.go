@@ -39,22 +39,22 @@ var checks = append([]Check{
 	// After every rollout; selected, it asks for the rollout through.
 	{IDs: []promise.ID{"rollout.membership"}, In: []Part{partThrough, partWindow, partRollback, partWindowTwo},
 		Judge: one(func(ctx context.Context, e *Env) promise.Verdict { return CheckMembership(ctx, e.C, e.After) })},
-	{IDs: []promise.ID{"mvp.discovery.converges"}, In: []Part{partWindow, partWindowTwo}, Judge: judgeDiscovery},
+	{IDs: []promise.ID{"proxy.discovery.converges"}, In: []Part{partWindow, partWindowTwo}, Judge: judgeDiscovery},
 	{IDs: ProxyPromises, In: []Part{partProxy}, Judge: inWindow(CheckProxy)},
-	{IDs: []promise.ID{"mvp.trust.forged-lease"}, In: []Part{partProxy},
+	{IDs: []promise.ID{"proxy.trust.forged-lease"}, In: []Part{partProxy},
 		Judge: one(func(ctx context.Context, e *Env) promise.Verdict { return CheckForgedLease(ctx, e.C, e.Window) })},
 	{IDs: LinkPromises, In: []Part{partFaults},
 		Phase: func(e *Env) string {
 			return fmt.Sprintf("faults: the link %s -> %s black-holed, then slowed", e.Window.Old[0].Name, e.Window.New[0].Name)
 		},
 		Judge: inWindow(CheckPeerLink)},
-	{IDs: []promise.ID{"mvp.fault.only-peer-gone"}, In: []Part{partFaults},
+	{IDs: []promise.ID{"proxy.fault.only-peer-gone"}, In: []Part{partFaults},
 		Phase: func(e *Env) string {
 			return fmt.Sprintf("fault: %s's apiserver stopped, the only one serving %s", e.Window.New[0].Name, e.Window.Resource.Key())
 		},
 		Restarts: restartsControlPlane(newPeer),
 		Judge:    one(func(ctx context.Context, e *Env) promise.Verdict { return CheckOnlyPeerGone(ctx, e.C, e.Window) })},
-	{IDs: []promise.ID{"mvp.trust.untrusted-peer"}, In: []Part{partFaults},
+	{IDs: []promise.ID{"proxy.trust.untrusted-peer"}, In: []Part{partFaults},
 		Phase: func(e *Env) string {
 			return fmt.Sprintf("fault: %s serving a certificate the peer CA did not sign", newPeer(e))
 		},
@@ -72,7 +72,7 @@ var checks = append([]Check{
 	// window is the split of the servers, a pair with none gets it too.
 	// Its routing is judged as window one's is, with the rerouted count and
 	// the audit trail of the same requests.
-	{IDs: VariantPromises, In: []Part{partVariant}, Also: slices.Concat([]promise.ID{"mvp.metrics.rerouted"}, auditPromises),
+	{IDs: VariantPromises, In: []Part{partVariant}, Also: slices.Concat([]promise.ID{"proxy.metrics.rerouted"}, auditPromises),
 		Phase: func(e *Env) string {
 			return fmt.Sprintf("the runtime-config variant: %s off on %s; the gate's Beta default there", variantGroupVersion, newPeer(e))
 		},
@@ -84,7 +84,7 @@ var checks = append([]Check{
 		})},
 	{IDs: []promise.ID{allOld}, In: []Part{partRollback}, Judge: one(judgeAllOld)},
 	// Window two's faults: each a phase of its own, as in window one.
-	{IDs: []promise.ID{"mvp.fault.peer-stopped"}, In: []Part{partTwoFaults},
+	{IDs: []promise.ID{"proxy.fault.peer-stopped"}, In: []Part{partTwoFaults},
 		Phase: func(e *Env) string {
 			return fmt.Sprintf("fault: %s's apiserver stopped, one of two capable peers", newPeer(e))
 		},
@@ -102,7 +102,7 @@ var checks = append([]Check{
 	{IDs: []promise.ID{"sidecar.job.completes"}, In: []Part{partSidecars}, Strategy: rollout.StrategyInPlace,
 		Judge: one(func(ctx context.Context, e *Env) promise.Verdict { return e.Sidecars.CheckJobs(ctx) })},
 	{IDs: restartPromises, In: []Part{partRun}, Judge: judgeRestarts},
-	{IDs: []promise.ID{"mvp.audit.run-complete"}, In: []Part{partRun},
+	{IDs: []promise.ID{"proxy.audit.run-complete"}, In: []Part{partRun},
 		Judge: one(func(_ context.Context, e *Env) promise.Verdict { return RunAudit(e.C) })},
 }, sidecarChecks()...)
 
@@ -130,7 +130,7 @@ func sidecarChecks() []Check {
 func newPeer(e *Env) string { return e.Window.New[0].Name }
 func oldPeer(e *Env) string { return e.Window.Old[0].Name }
 
-// judgeDiscovery judges mvp.discovery.converges after the rollout that
+// judgeDiscovery judges proxy.discovery.converges after the rollout that
 // opened a window, and measures how long the merged discovery took.
 func judgeDiscovery(ctx context.Context, e *Env) []promise.Verdict {
 	v, newer, took := CheckDiscovery(ctx, e.C, e.Pair.To)
@@ -139,9 +139,9 @@ func judgeDiscovery(ctx context.Context, e *Env) []promise.Verdict {
 	return []promise.Verdict{v}
 }
 
-const allOld = "mvp.rollback.all-old"
+const allOld = "proxy.rollback.all-old"
 
-// judgeAllOld judges mvp.rollback.all-old on the resource of window one,
+// judgeAllOld judges proxy.rollback.all-old on the resource of window one,
 // with what a client kept of that window measured beside it.
 func judgeAllOld(ctx context.Context, e *Env) promise.Verdict {
 	if e.Stranded != nil {

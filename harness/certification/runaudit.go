@@ -17,16 +17,16 @@ import (
 // final events are never written.
 const CauseServerWentDown = "server-went-down"
 
-// RunAudit judges mvp.audit.run-complete over every audit log c has had.
+// RunAudit judges proxy.audit.run-complete over every audit log c has had.
 func RunAudit(c *cluster.Cluster) promise.Verdict {
 	paths, err := c.AuditLogs()
 	if err != nil {
-		return fail("mvp.audit.run-complete", "the audit logs: %v", err)
+		return fail("proxy.audit.run-complete", "the audit logs: %v", err)
 	}
 	return CheckRunAudit(paths)
 }
 
-// CheckRunAudit judges mvp.audit.run-complete over the audit logs of a
+// CheckRunAudit judges proxy.audit.run-complete over the audit logs of a
 // whole run (paths: every apiserver the cluster has had): every request
 // the proxy forwarded, any client's, ends with one final stage at its
 // entry server and at exactly one peer. A request still open at both
@@ -34,7 +34,7 @@ func RunAudit(c *cluster.Cluster) promise.Verdict {
 // fails the promise, with its cause: server-went-down when its apiserver
 // went silent after receiving it, else unknown.
 func CheckRunAudit(paths []string) promise.Verdict {
-	const id = "mvp.audit.run-complete"
+	const id = "proxy.audit.run-complete"
 	fwd, err := audit.Forwarded(paths)
 	if err != nil {
 		return fail(id, "reading the audit logs: %v", err)

@@ -45,7 +45,7 @@ func asServiceAccount(ctx context.Context, admin kubernetes.Interface, s Server,
 	return cs, ids, "system:serviceaccount:" + trustNamespace + ":" + name, err
 }
 
-// CheckTrust judges mvp.trust.identity and mvp.trust.rbac-at-entry: a
+// CheckTrust judges proxy.trust.identity and proxy.trust.rbac-at-entry: a
 // service account allowed to list the window's resource lists it through
 // an older apiserver, and the newer peer's audit log records the request
 // under the same audit ID as that service account, not as the entry
@@ -54,7 +54,7 @@ func asServiceAccount(ctx context.Context, admin kubernetes.Interface, s Server,
 // 403 by the entry server - also when it forges the front proxy's
 // identity headers as system:masters - and no peer logs either request.
 func CheckTrust(ctx context.Context, c *cluster.Cluster, w *Window) []promise.Verdict {
-	const identity, uid, rbac = "mvp.trust.identity", "mvp.trust.uid", "mvp.trust.rbac-at-entry"
+	const identity, uid, rbac = "proxy.trust.identity", "proxy.trust.uid", "proxy.trust.rbac-at-entry"
 	both := func(format string, args ...any) []promise.Verdict {
 		return []promise.Verdict{fail(identity, format, args...), fail(uid, format, args...), fail(rbac, format, args...), fail(forgedHeadersID, format, args...)}
 	}
@@ -194,10 +194,10 @@ type trustSeen struct {
 	uidHeaders func(node string) string
 }
 
-// identityVerdict judges mvp.trust.identity: the peer logged the
+// identityVerdict judges proxy.trust.identity: the peer logged the
 // allowed list as the reader, with the entry's groups and extra.
 func identityVerdict(in trustSeen) promise.Verdict {
-	const identity = "mvp.trust.identity"
+	const identity = "proxy.trust.identity"
 	switch {
 	case in.allowedID == "":
 		return fail(identity, "the list through %s came back without an Audit-Id", in.entry)
@@ -215,12 +215,12 @@ func identityVerdict(in trustSeen) promise.Verdict {
 		fmt.Sprintf("audit ID %s: %s listed %s through %s; %s logged it as %s %v with the entry server's extra %v", in.allowedID, in.reader, in.key, in.entry, in.peer, in.atPeer.User.Username, in.atPeer.User.Groups, in.atPeer.User.Extra)}}
 }
 
-// uidVerdict judges mvp.trust.uid: the peer logged the allowed list with
+// uidVerdict judges proxy.trust.uid: the peer logged the allowed list with
 // the UID the entry logged. The UID travels in its own header
 // (X-Remote-Uid), which a peer reads only when its
 // --requestheader-uid-headers names it.
 func uidVerdict(in trustSeen) promise.Verdict {
-	const uid = "mvp.trust.uid"
+	const uid = "proxy.trust.uid"
 	switch {
 	case in.atPeer == nil || in.allowedEntry == nil:
 		return fail(uid, "no audit event of %s's list at both servers (audit ID %s)", in.reader, in.allowedID)
@@ -235,11 +235,11 @@ func uidVerdict(in trustSeen) promise.Verdict {
 		fmt.Sprintf("audit ID %s: UID %s at %s and at %s", in.allowedID, in.atPeer.User.UID, in.entry, in.peer)}}
 }
 
-// rbacVerdict judges mvp.trust.rbac-at-entry: the denied user got 403
+// rbacVerdict judges proxy.trust.rbac-at-entry: the denied user got 403
 // from the entry, which logged it as itself, forged headers or not, and
 // no peer logged either request.
 func rbacVerdict(in trustSeen) promise.Verdict {
-	const rbac = "mvp.trust.rbac-at-entry"
+	const rbac = "proxy.trust.rbac-at-entry"
 	switch {
 	case !apierrors.IsForbidden(in.deny):
 		return fail(rbac, "%s asking to %s %s through %s: %v, want 403", in.nobody, in.verb, in.key, in.entry, in.deny)
@@ -314,7 +314,7 @@ func uidHeaders(ctx context.Context, c *cluster.Cluster, node string) string {
 }
 
 // forgedHeadersID is the promise forgedHeaders judges.
-const forgedHeadersID = "mvp.trust.forged-headers"
+const forgedHeadersID = "proxy.trust.forged-headers"
 
 // forgedVerdictInput is what CheckTrust saw of the forged requests.
 type forgedVerdictInput struct {
@@ -335,7 +335,7 @@ type forgedVerdictInput struct {
 	deniedEntry *audit.Event
 }
 
-// forgedHeaders judges mvp.trust.forged-headers: forged identity headers
+// forgedHeaders judges proxy.trust.forged-headers: forged identity headers
 // leave a user itself, on a request that is forwarded (the peer logs the
 // real user, without system:masters) as on one that is denied (403, the
 // entry server logs the real user); a forged hop marker is served by the

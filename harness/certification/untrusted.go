@@ -12,7 +12,7 @@ import (
 	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
-// CheckUntrustedPeer judges mvp.trust.untrusted-peer (issue 14 item 3a)
+// CheckUntrustedPeer judges proxy.trust.untrusted-peer (issue 14 item 3a)
 // in a window with one newer apiserver: it is restarted serving a
 // certificate with its own names that a CA made for the fault signed
 // (faults.UntrustedServing), which no --peer-ca-file holds, and the
@@ -27,7 +27,7 @@ import (
 // older server counts peer-discovery sync errors (1.36 on), how far they
 // moved is evidence.
 func CheckUntrustedPeer(ctx context.Context, c *cluster.Cluster, w *Window) promise.Verdict {
-	const id = "mvp.trust.untrusted-peer"
+	const id = "proxy.trust.untrusted-peer"
 	if len(w.New) != 1 {
 		return promise.Errored(id, "the check needs a window with one newer apiserver; this one has %d", len(w.New))
 	}
@@ -79,11 +79,11 @@ type untrustedSeen struct {
 	reached                         error
 }
 
-// untrustedVerdict judges mvp.trust.untrusted-peer on what was seen;
+// untrustedVerdict judges proxy.trust.untrusted-peer on what was seen;
 // rebuilt reads, when a 404 came, the entry's log for the rebuild of its
 // peer cache without the peer, and when it was logged.
 func untrustedVerdict(in untrustedSeen, rebuilt func() (string, time.Time, error)) promise.Verdict {
-	const id = "mvp.trust.untrusted-peer"
+	const id = "proxy.trust.untrusted-peer"
 	as, old, peer, peerID, reached := in.as, in.entry, in.peer, in.peerID, in.reached
 	if v := underFault(id, "requests through "+old+" with "+peer+" untrusted", len(as)); v != nil {
 		return *v

@@ -18,18 +18,18 @@ import (
 )
 
 // SwitchPromises are the promises CheckGateSwitch judges.
-var SwitchPromises = []promise.ID{"mvp.route.baseline-false-404", "mvp.rollback.gate-off"}
+var SwitchPromises = []promise.ID{"proxy.route.baseline-false-404", "proxy.rollback.gate-off"}
 
 // CheckGateSwitch turns the proxy off on the window's first older
 // apiserver, then on again:
-//   - mvp.route.baseline-false-404: restarted with the proxy's gate off
+//   - proxy.route.baseline-false-404: restarted with the proxy's gate off
 //     (its other feature gates kept) and without --peer-ca-file (which a
 //     1.35 server refuses to start with while the gate is off), it
 //     reports the gate off
 //     (kubernetes_feature_enabled 0) and answers the window's resource
 //     404, serving the request itself (no peer logs it), while its newer
 //     peer serves the resource: the false 404 the proxy exists to prevent.
-//   - mvp.rollback.gate-off: with its flags as they were, it forwards
+//   - proxy.rollback.gate-off: with its flags as they were, it forwards
 //     again; how long after its restart is measured.
 func CheckGateSwitch(ctx context.Context, c *cluster.Cluster, w *Window) []promise.Verdict {
 	baseID, offID := SwitchPromises[0], SwitchPromises[1]
@@ -74,12 +74,12 @@ func CheckGateSwitch(ctx context.Context, c *cluster.Cluster, w *Window) []promi
 	return []promise.Verdict{base, gateOnAgain(old.Name, w.Resource.Key(), took, err)}
 }
 
-// baselineVerdict judges mvp.route.baseline-false-404 on what the entry
+// baselineVerdict judges proxy.route.baseline-false-404 on what the entry
 // restarted with the proxy off said (said): the gate as it reports it
 // (on) and how it answered the list (lerr); servedAlone checks, once the
 // 404 came, that no other apiserver logged the request.
 func baselineVerdict(said string, on float64, lerr error, servedAlone func() error) promise.Verdict {
-	const id = "mvp.route.baseline-false-404"
+	const id = "proxy.route.baseline-false-404"
 	switch {
 	case on != 0:
 		return fail(id, "%s: the gate is still on", said)
@@ -92,11 +92,11 @@ func baselineVerdict(said string, on float64, lerr error, servedAlone func() err
 	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: []string{said + "; no other apiserver logged it"}}
 }
 
-// gateOnAgain judges mvp.rollback.gate-off on whether entry, with its
+// gateOnAgain judges proxy.rollback.gate-off on whether entry, with its
 // flags as before, routed key again (err from RouteWorks), took after its
 // restart.
 func gateOnAgain(entry, key string, took time.Duration, err error) promise.Verdict {
-	const id = "mvp.rollback.gate-off"
+	const id = "proxy.rollback.gate-off"
 	if err != nil {
 		return fail(id, "with the proxy on again: %v", err)
 	}
@@ -117,8 +117,8 @@ func featureEnabled(ctx context.Context, s Server, gate string) (float64, error)
 }
 
 // VariantPromises are the promises CheckRuntimeConfig judges first-hand;
-// it adds evidence to mvp.metrics.rerouted and the mvp.audit promises.
-var VariantPromises = []promise.ID{"mvp.route.runtime-config", "mvp.metrics.peer-proxy-errors", "mvp.defaults.beta"}
+// it adds evidence to proxy.metrics.rerouted and the proxy.audit promises.
+var VariantPromises = []promise.ID{"proxy.route.runtime-config", "proxy.metrics.peer-proxy-errors", "proxy.defaults.beta"}
 
 // variantGroupVersion is what the runtime-config variant turns off on one
 // apiserver: node.k8s.io/v1 (RuntimeClass), GA since v1.20 and the only
@@ -139,15 +139,15 @@ const CauseTransportUncounted = "transport-error-uncounted"
 // --runtime-config=node.k8s.io/v1=false; its local discovery must lack
 // runtimeclasses, and every other apiserver, serving them, is its capable
 // peer. Through the entry alone:
-//   - mvp.route.runtime-config: every verb and the watch, as
+//   - proxy.route.runtime-config: every verb and the watch, as
 //     CheckRouteVerbs routes them, with the audit trail (CheckAudit) and
 //     the rerouted count (CheckRerouted) of the same requests;
-//   - mvp.metrics.peer-proxy-errors, where the entry counts it: every link
+//   - proxy.metrics.peer-proxy-errors, where the entry counts it: every link
 //     from the entry to a capable peer slowed past the proxy's TLS
 //     handshake timeout, a list is an explicit 503 within slowAboveBound
 //     and the counter must move (upstream counts no transport error: a
 //     failure with CauseTransportUncounted);
-//   - mvp.defaults.beta (CheckBetaDefault): the entry, of the newer
+//   - proxy.defaults.beta (CheckBetaDefault): the entry, of the newer
 //     version, proxies on the gate's default and not without
 //     --peer-ca-file - in a pair from 1.35 the only server that can show
 //     it, since the older ones need the gate set; it leaves the entry
@@ -197,7 +197,7 @@ func CheckRuntimeConfig(ctx context.Context, c *cluster.Cluster, w *Window) []pr
 	return out
 }
 
-// runtimeConfigRoute is mvp.route.runtime-config: the routing check's
+// runtimeConfigRoute is proxy.route.runtime-config: the routing check's
 // verdict through entry, restarted with variantGroupVersion off, whose
 // route worked took after its restart.
 func runtimeConfigRoute(route promise.Verdict, entry Server, took time.Duration) promise.Verdict {
@@ -243,13 +243,13 @@ func variantWindow(ctx context.Context, entry Server, peers []Server) (*Window, 
 	return &Window{Old: []Server{entry}, New: peers, Resource: r}, nil
 }
 
-// transportErrorsCounted judges mvp.metrics.peer-proxy-errors in the
+// transportErrorsCounted judges proxy.metrics.peer-proxy-errors in the
 // variant's window w: every link from its entry to a capable peer slowed
 // past the TLS handshake timeout, a list through the entry must be an
 // explicit 503 within slowAboveBound, and the entry's
 // apiserver_peer_proxy_errors_total must move.
 func transportErrorsCounted(ctx context.Context, c *cluster.Cluster, w *Window) promise.Verdict {
-	const id = "mvp.metrics.peer-proxy-errors"
+	const id = "proxy.metrics.peer-proxy-errors"
 	entry := w.Old[0]
 	if !countsPeerProxyErrors(entry.Version) {
 		return promise.Inapplicable(id, "%s (%s) has no %s: the proxy's handler counts it since v1.36", entry.Name, entry.Version, peerProxyErrors)

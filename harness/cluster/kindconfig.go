@@ -118,7 +118,7 @@ func kindConfig(s *Spec, h Host, l layout, images NodeImages) (*v1alpha4.Cluster
 		// The proxy sends the user's UID in X-Remote-Uid; a peer reads it
 		// only when this names it (RemoteRequestHeaderUID, on by default
 		// since 1.33), and kubeadm leaves it unset: upstream's documented
-		// setting, applied rather than waived (mvp.trust.uid).
+		// setting, applied rather than waived (proxy.trust.uid).
 		args["requestheader-uid-headers"] = "X-Remote-Uid"
 		for _, v := range s.Versions() {
 			if v.Minor() < 36 {

@@ -38,34 +38,34 @@ var catalogue = []Promise{
 	{"rollout.disruption-budget", "unavailability per backend and connection type stays within the budgets"},
 
 	// The Mixed Version Proxy in the mixed window.
-	{"mvp.route.verbs", "an old apiserver serves a resource only its newer peer knows, for get, list, create, update, delete and watch"},
-	{"mvp.route.runtime-config", "an API turned off on one apiserver is served by forwarding to a peer"},
-	{"mvp.route.no-false-forwarding", "a resource that exists nowhere is 404 everywhere and is not forwarded"},
-	{"mvp.route.baseline-false-404", "with the proxy off the false 404 is reproduced"},
-	{"mvp.route.loop-guard", "a request already marked x-kubernetes-peer-proxied is served locally, never forwarded again"},
-	{"mvp.trust.identity", "the original user's identity reaches the peer"},
-	{"mvp.trust.uid", "the original user's UID reaches the peer (each apiserver reading X-Remote-Uid, --requestheader-uid-headers, which kubeadm does not set)"},
-	{"mvp.trust.forged-headers", "a client forging X-Remote-* or the hop marker gains nothing, also on a forwarded request"},
-	{"mvp.trust.rbac-at-entry", "RBAC denies at the entry server; the peer never sees the request"},
-	{"mvp.trust.untrusted-peer", "a peer whose certificate the peer CA did not sign receives nothing"},
-	{"mvp.trust.forged-lease", "an identity Lease forged to point elsewhere receives nothing"},
-	{"mvp.audit.final-stage", "a proxied request other than a watch ends at the entry server in a final audit stage that is not Panic"},
-	{"mvp.audit.watch-final-stage", "a proxied watch its client closes ends at the entry server in a final audit stage that is not Panic"},
-	{"mvp.audit.complete", "every proxied request is logged by both servers under one audit ID with the original user, counted"},
-	{"mvp.audit.run-complete", "every request forwarded in the whole run, any client's, ends in one final audit stage at its entry server and at exactly one peer"},
-	{"mvp.metrics.rerouted", "apiserver_rerouted_request_total moves by exactly the proxied count"},
-	{"mvp.metrics.peer-proxy-errors", "apiserver_peer_proxy_errors_total moves under the faults that reach it"},
-	{"mvp.fault.black-hole", "a black-holed peer link gives an explicit 503 within a bound, never a 404 or a hang"},
-	{"mvp.fault.slow-link", "a slowed peer link is slower below the timeouts and an explicit 503 above them"},
-	{"mvp.fault.no-duplicate-write", "a write is never retried into a duplicate"},
-	{"mvp.fault.peer-stopped", "with a capable peer stopped, the next capable peer serves"},
-	{"mvp.fault.peer-killed", "with a capable peer killed (its Lease left behind), clients get an explicit 503 within a bound until the next capable peer serves"},
-	{"mvp.fault.only-peer-gone", "with the only capable peer gone, an old apiserver answers an explicit 503, not a 404"},
-	{"mvp.defaults.beta", "1.36 servers proxy on the Beta default (gate unset) once --peer-ca-file is set, and not with it off"},
-	{"mvp.discovery.converges", "peer-aggregated discovery on /apis converges after each step, within a measured time"},
-	{"mvp.scope.crd-apiservice", "CRD- and APIService-backed groups are not proxied and fail fast"},
-	{"mvp.rollback.gate-off", "turning the proxy off restores the pre-proxy behaviour, and on again it forwards"},
-	{"mvp.rollback.all-old", "after a rollback to all-old servers nothing from before is lost and nothing is forwarded"},
+	{"proxy.route.verbs", "an old apiserver serves a resource only its newer peer knows, for get, list, create, update, delete and watch"},
+	{"proxy.route.runtime-config", "an API turned off on one apiserver is served by forwarding to a peer"},
+	{"proxy.route.no-false-forwarding", "a resource that exists nowhere is 404 everywhere and is not forwarded"},
+	{"proxy.route.baseline-false-404", "with the proxy off the false 404 is reproduced"},
+	{"proxy.route.loop-guard", "a request already marked x-kubernetes-peer-proxied is served locally, never forwarded again"},
+	{"proxy.trust.identity", "the original user's identity reaches the peer"},
+	{"proxy.trust.uid", "the original user's UID reaches the peer (each apiserver reading X-Remote-Uid, --requestheader-uid-headers, which kubeadm does not set)"},
+	{"proxy.trust.forged-headers", "a client forging X-Remote-* or the hop marker gains nothing, also on a forwarded request"},
+	{"proxy.trust.rbac-at-entry", "RBAC denies at the entry server; the peer never sees the request"},
+	{"proxy.trust.untrusted-peer", "a peer whose certificate the peer CA did not sign receives nothing"},
+	{"proxy.trust.forged-lease", "an identity Lease forged to point elsewhere receives nothing"},
+	{"proxy.audit.final-stage", "a proxied request other than a watch ends at the entry server in a final audit stage that is not Panic"},
+	{"proxy.audit.watch-final-stage", "a proxied watch its client closes ends at the entry server in a final audit stage that is not Panic"},
+	{"proxy.audit.complete", "every proxied request is logged by both servers under one audit ID with the original user, counted"},
+	{"proxy.audit.run-complete", "every request forwarded in the whole run, any client's, ends in one final audit stage at its entry server and at exactly one peer"},
+	{"proxy.metrics.rerouted", "apiserver_rerouted_request_total moves by exactly the proxied count"},
+	{"proxy.metrics.peer-proxy-errors", "apiserver_peer_proxy_errors_total moves under the faults that reach it"},
+	{"proxy.fault.black-hole", "a black-holed peer link gives an explicit 503 within a bound, never a 404 or a hang"},
+	{"proxy.fault.slow-link", "a slowed peer link is slower below the timeouts and an explicit 503 above them"},
+	{"proxy.fault.no-duplicate-write", "a write is never retried into a duplicate"},
+	{"proxy.fault.peer-stopped", "with a capable peer stopped, the next capable peer serves"},
+	{"proxy.fault.peer-killed", "with a capable peer killed (its Lease left behind), clients get an explicit 503 within a bound until the next capable peer serves"},
+	{"proxy.fault.only-peer-gone", "with the only capable peer gone, an old apiserver answers an explicit 503, not a 404"},
+	{"proxy.defaults.beta", "1.36 servers proxy on the Beta default (gate unset) once --peer-ca-file is set, and not with it off"},
+	{"proxy.discovery.converges", "peer-aggregated discovery on /apis converges after each step, within a measured time"},
+	{"proxy.scope.crd-apiservice", "CRD- and APIService-backed groups are not proxied and fail fast"},
+	{"proxy.rollback.gate-off", "turning the proxy off restores the pre-proxy behaviour, and on again it forwards"},
+	{"proxy.rollback.all-old", "after a rollback to all-old servers nothing from before is lost and nothing is forwarded"},
 
 	// The migration to native sidecars, on kubelets of both versions.
 	{"sidecar.start.order", "the app starts only after the sidecar is started, or ready when it has a probe"},
@@ -99,7 +99,7 @@ func Catalogue() []Promise {
 	return out
 }
 
-// Area is the first part of the ID: rollout, mvp, sidecar, cluster.
+// Area is the first part of the ID: rollout, proxy, sidecar, cluster.
 func (id ID) Area() string {
 	a, _, _ := strings.Cut(string(id), ".")
 	return a
@@ -114,6 +114,35 @@ func Areas() []string {
 		}
 	}
 	return out
+}
+
+// renamed are the areas whose name changed, old to new. An ID or a shard
+// under the old name is read as the new one, and the reader says so: a
+// user's waivers file and a CI matrix's --shard keep working (mvp became
+// proxy in December 2026: a newcomer reads "proxy" where "mvp" had to be
+// decoded), until the first tagged release drops the alias.
+var renamed = map[string]string{"mvp": "proxy"}
+
+// Canonical is id under its area's current name, and the note to give
+// when it was renamed ("" when not).
+func Canonical(id ID) (ID, string) {
+	area, rest, dotted := strings.Cut(string(id), ".")
+	to, ok := renamed[area]
+	if !ok || !dotted {
+		return id, ""
+	}
+	now := ID(to + "." + rest)
+	return now, fmt.Sprintf("%s is %s now (area %s renamed %s); the old name is read until the first tagged release", id, now, area, to)
+}
+
+// CanonicalArea is area under its current name, and the note to give when
+// it was renamed ("" when not).
+func CanonicalArea(area string) (string, string) {
+	to, ok := renamed[area]
+	if !ok {
+		return area, ""
+	}
+	return to, fmt.Sprintf("area %s is %s now; the old name is read until the first tagged release", area, to)
 }
 
 // Lookup finds a promise by ID.
@@ -133,7 +162,7 @@ func checkCatalogue(c []Promise) error {
 	for _, p := range c {
 		switch {
 		case !idRE.MatchString(string(p.ID)):
-			return fmt.Errorf("promise ID %q: want area.name in lowercase, e.g. mvp.route.verbs", p.ID)
+			return fmt.Errorf("promise ID %q: want area.name in lowercase, e.g. proxy.route.verbs", p.ID)
 		case seen[p.ID]:
 			return fmt.Errorf("promise ID %q appears twice", p.ID)
 		case p.Statement == "":

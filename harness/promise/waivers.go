@@ -41,6 +41,9 @@ type Waiver struct {
 
 	// Source is where the waiver is written: file:line.
 	Source string `json:"-"`
+	// Renamed, when the file names the promise by an old ID, says so
+	// (Canonical): the reader shows it, so the file gets fixed.
+	Renamed string `json:"-"`
 	// lapsed, once the waivers are scoped (For), says why it does not
 	// hold for the versions in play; "" when it does.
 	lapsed string
@@ -79,6 +82,9 @@ func LoadWaivers(paths ...string) (Waivers, error) {
 			w.Source = p
 			if i < len(lines) {
 				w.Source = fmt.Sprintf("%s:%d", p, lines[i])
+			}
+			if w.ID, w.Renamed = Canonical(w.ID); w.Renamed != "" {
+				w.Renamed = w.Source + ": " + w.Renamed
 			}
 			if err := w.validate(); err != nil {
 				return nil, fmt.Errorf("waivers file %s, waiver %d: %w", w.Source, i+1, err)

@@ -49,13 +49,13 @@ func shard(t *testing.T, r *Results, areas string, took time.Duration) *Results 
 
 func TestMergeShardsOfARecordedCertification(t *testing.T) {
 	whole := recorded(t)
-	mvp, rollout, sidecar := shard(t, whole, "mvp", 25*time.Minute), shard(t, whole, "rollout", 17*time.Minute), shard(t, whole, "sidecar", 10*time.Minute)
-	for _, s := range []*Results{mvp, rollout, sidecar} {
+	proxy, rollout, sidecar := shard(t, whole, "proxy", 25*time.Minute), shard(t, whole, "rollout", 17*time.Minute), shard(t, whole, "sidecar", 10*time.Minute)
+	for _, s := range []*Results{proxy, rollout, sidecar} {
 		if s.Coverage.Judged == whole.Coverage.Judged {
 			t.Fatalf("a shard judged the whole catalogue: %s", s.Coverage)
 		}
 	}
-	m, err := Merge(mvp, rollout, sidecar)
+	m, err := Merge(proxy, rollout, sidecar)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestMergeShardsOfARecordedCertification(t *testing.T) {
 		}
 	}
 	sum := m.Summary()
-	for _, s := range []string{"surge, shard mvp on", "surge, shard sidecar on", "more promises are another shard's to judge"} {
+	for _, s := range []string{"surge, shard proxy on", "surge, shard sidecar on", "more promises are another shard's to judge"} {
 		if !strings.Contains(sum, s) {
 			t.Errorf("the summary lacks %q", s)
 		}
@@ -113,7 +113,7 @@ func TestMergeAStrategyRunWhole(t *testing.T) {
 	inPlace := *whole
 	inPlace.Runs = append([]Run(nil), whole.Runs...)
 	inPlace.Runs[0].Strategy = "in-place"
-	m, err := Merge(shard(t, whole, "mvp", time.Minute), &inPlace, shard(t, whole, "rollout,sidecar", time.Minute))
+	m, err := Merge(shard(t, whole, "proxy", time.Minute), &inPlace, shard(t, whole, "rollout,sidecar", time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestMergeAStrategyRunWhole(t *testing.T) {
 
 func TestMergeKeepsWhatNoShardJudgedUnjudged(t *testing.T) {
 	whole := recorded(t)
-	m, err := Merge(shard(t, whole, "mvp", time.Minute), shard(t, whole, "rollout", time.Minute))
+	m, err := Merge(shard(t, whole, "proxy", time.Minute), shard(t, whole, "rollout", time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestMergeKeepsWhatNoShardJudgedUnjudged(t *testing.T) {
 
 func TestMergeOfAFailedOrCutShortShard(t *testing.T) {
 	whole := recorded(t)
-	mvp, rollout := shard(t, whole, "mvp", time.Minute), shard(t, whole, "rollout", time.Minute)
+	proxy, rollout := shard(t, whole, "proxy", time.Minute), shard(t, whole, "rollout", time.Minute)
 	for i, p := range rollout.Runs[0].Promises {
 		if p.ID == "rollout.no-lost-writes" {
 			rollout.Runs[0].Promises[i].Verdict = promise.Verdict{ID: p.ID, Outcome: promise.Fail, Reason: "2 acknowledged writes missing"}
@@ -147,29 +147,29 @@ func TestMergeOfAFailedOrCutShortShard(t *testing.T) {
 	if err := rollout.Finish(rollout.Finished); err != nil {
 		t.Fatal(err)
 	}
-	m, err := Merge(mvp, rollout)
+	m, err := Merge(proxy, rollout)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m.Outcome != promise.Fail {
 		t.Errorf("a shard failed a promise; merged %s", m.Outcome)
 	}
-	mvp.Incomplete = "interrupted (SIGTERM) in the mixed window"
-	if err := mvp.Finish(mvp.Finished); err != nil {
+	proxy.Incomplete = "interrupted (SIGTERM) in the mixed window"
+	if err := proxy.Finish(proxy.Finished); err != nil {
 		t.Fatal(err)
 	}
-	m, err = Merge(mvp, rollout)
+	m, err = Merge(proxy, rollout)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Outcome != promise.Incomplete || !strings.Contains(m.Incomplete, "surge, shard mvp: interrupted") {
+	if m.Outcome != promise.Incomplete || !strings.Contains(m.Incomplete, "surge, shard proxy: interrupted") {
 		t.Errorf("a shard was cut short; merged %s (%q)", m.Outcome, m.Incomplete)
 	}
 }
 
 func TestMergeRefusesWhatIsNotOneCertification(t *testing.T) {
 	whole := recorded(t)
-	base := func() *Results { return shard(t, whole, "mvp", time.Minute) }
+	base := func() *Results { return shard(t, whole, "proxy", time.Minute) }
 	other := func(change func(*Results)) *Results {
 		r := shard(t, whole, "rollout", time.Minute)
 		change(r)
@@ -188,7 +188,7 @@ func TestMergeRefusesWhatIsNotOneCertification(t *testing.T) {
 		{"other node images", []*Results{base(), other(func(r *Results) { r.Images = append([]NodeImage(nil), r.Images...); r.Images[0].ID = "sha256:0000" })}, "its node images: "},
 		{"a strategy whole and in shards", []*Results{base(), whole}, "inputs 1 and 2 both judge the surge run's promises: one holds it whole"},
 		{"a strategy in shards and whole", []*Results{whole, base()}, "inputs 1 and 2 both judge the surge run's promises: one holds it whole"},
-		{"a shard twice", []*Results{base(), base()}, "inputs 1 and 2 both hold the surge, shard mvp run"},
+		{"a shard twice", []*Results{base(), base()}, "inputs 1 and 2 both hold the surge, shard proxy run"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := Merge(tc.inputs...)

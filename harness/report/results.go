@@ -130,7 +130,7 @@ type Tool struct {
 type Run struct {
 	Strategy string `json:"strategy"`
 	// Shard is the areas of the catalogue the run judged when the
-	// certification was split (certify --shard mvp,...): the rest are
+	// certification was split (certify --shard proxy,...): the rest are
 	// not-selected here, judged by another shard's run. Empty for a
 	// certification run whole.
 	Shard    string   `json:"shard,omitempty"`

@@ -41,7 +41,7 @@ func sample(t *testing.T) *Results {
 		switch p.ID {
 		case "rollout.no-lost-writes":
 			v = promise.Verdict{ID: p.ID, Outcome: promise.Fail, Reason: "2 acknowledged write(s) missing <from a final list>", Evidence: []string{"w-1", "w-2"}}
-		case "mvp.fault.only-peer-gone":
+		case "proxy.fault.only-peer-gone":
 			v = promise.Verdict{ID: p.ID, Outcome: promise.Waived, Reason: "a false 404", Reference: "https://github.com/kubernetes/kubernetes/blob/v1.36.3/x.go",
 				Waiver: "clusters/waivers/upstream.yaml:7 (cause no-capable-peer, versions 1.35, 1.36)", Causes: []string{"no-capable-peer"}}
 		case "sidecar.worker-replaced":
@@ -124,12 +124,12 @@ func TestBadResultsAreRefused(t *testing.T) {
 			p := promiseIn(d, "rollout.no-lost-writes")
 			delete(p, "reason")
 		}},
-		{"an unknown outcome", "outcome", func(d map[string]any) { promiseIn(d, "mvp.route.verbs")["outcome"] = "reported" }},
-		{"a waiver without a reference", "reference", func(d map[string]any) { delete(promiseIn(d, "mvp.fault.only-peer-gone"), "reference") }},
-		{"a waiver without the cause found", "causes", func(d map[string]any) { delete(promiseIn(d, "mvp.fault.only-peer-gone"), "causes") }},
-		{"an error without a reason", "reason", func(d map[string]any) { promiseIn(d, "mvp.route.verbs")["outcome"] = "error" }},
+		{"an unknown outcome", "outcome", func(d map[string]any) { promiseIn(d, "proxy.route.verbs")["outcome"] = "reported" }},
+		{"a waiver without a reference", "reference", func(d map[string]any) { delete(promiseIn(d, "proxy.fault.only-peer-gone"), "reference") }},
+		{"a waiver without the cause found", "causes", func(d map[string]any) { delete(promiseIn(d, "proxy.fault.only-peer-gone"), "causes") }},
+		{"an error without a reason", "reason", func(d map[string]any) { promiseIn(d, "proxy.route.verbs")["outcome"] = "error" }},
 		{"the old skipped", "outcome", func(d map[string]any) {
-			p := promiseIn(d, "mvp.route.verbs")
+			p := promiseIn(d, "proxy.route.verbs")
 			p["outcome"], p["reason"] = "skipped", "why"
 		}},
 		{"a pass over a failure", "add up to fail", func(d map[string]any) { d["outcome"] = "pass" }},
@@ -215,7 +215,7 @@ func TestJUnitHasACasePerPromise(t *testing.T) {
 			if c.Failure == nil || !strings.Contains(c.Failure.Message, "2 acknowledged") {
 				t.Errorf("the failed promise: %+v", c)
 			}
-		case "mvp.fault.only-peer-gone":
+		case "proxy.fault.only-peer-gone":
 			if c.Failure != nil || !strings.Contains(c.Out, "waived: a false 404 (https://github.com/kubernetes/kubernetes/blob/v1.36.3/x.go; waiver clusters/waivers/upstream.yaml:7") {
 				t.Errorf("the waived promise: %+v", c)
 			}

@@ -98,7 +98,7 @@ func TestListingAndDryRunMakeNoCluster(t *testing.T) {
 }
 
 func TestJudge(t *testing.T) {
-	ws := promise.Waivers{"mvp.fault.only-peer-gone": {ID: "mvp.fault.only-peer-gone", Cause: "no-capable-peer", Versions: []string{"1.36"},
+	ws := promise.Waivers{"proxy.fault.only-peer-gone": {ID: "proxy.fault.only-peer-gone", Cause: "no-capable-peer", Versions: []string{"1.36"},
 		Observed: "a 404", Reason: "upstream falls through", Reference: "https://github.com/kubernetes/kubernetes/blob/v1.36.3/x.go"}}.For(version.MustParse("v1.36.3"))
 	fail := func(id promise.ID) promise.Verdict {
 		return promise.Verdict{ID: id, Outcome: promise.Fail, Reason: "saw a 404", Causes: []string{"no-capable-peer"}}
@@ -110,14 +110,14 @@ func TestJudge(t *testing.T) {
 		want   promise.Outcome
 		fails  bool
 	}{
-		{"a pass passes", promise.Verdict{ID: "mvp.route.verbs", Outcome: promise.Pass}, false, promise.Pass, false},
-		{"a documented failure is waived", fail("mvp.fault.only-peer-gone"), false, promise.Waived, false},
-		{"strict refuses the waiver", fail("mvp.fault.only-peer-gone"), true, promise.Fail, true},
-		{"a failure without a waiver fails", fail("mvp.route.verbs"), false, promise.Fail, true},
-		{"a promise outside the catalogue fails", promise.Verdict{ID: "mvp.finding", Outcome: promise.Pass}, false, promise.Pass, true},
-		{"a failure that says nothing fails", promise.Verdict{ID: "mvp.route.verbs", Outcome: promise.Fail}, false, promise.Fail, true},
-		{"a check that could not run fails", promise.Verdict{ID: "mvp.route.verbs", Outcome: promise.Error, Reason: "no window"}, false, promise.Error, true},
-		{"a promise that does not apply does not fail", promise.Verdict{ID: "mvp.route.verbs", Outcome: promise.NotApplicable, Reason: "rule"}, false, promise.NotApplicable, false},
+		{"a pass passes", promise.Verdict{ID: "proxy.route.verbs", Outcome: promise.Pass}, false, promise.Pass, false},
+		{"a documented failure is waived", fail("proxy.fault.only-peer-gone"), false, promise.Waived, false},
+		{"strict refuses the waiver", fail("proxy.fault.only-peer-gone"), true, promise.Fail, true},
+		{"a failure without a waiver fails", fail("proxy.route.verbs"), false, promise.Fail, true},
+		{"a promise outside the catalogue fails", promise.Verdict{ID: "proxy.finding", Outcome: promise.Pass}, false, promise.Pass, true},
+		{"a failure that says nothing fails", promise.Verdict{ID: "proxy.route.verbs", Outcome: promise.Fail}, false, promise.Fail, true},
+		{"a check that could not run fails", promise.Verdict{ID: "proxy.route.verbs", Outcome: promise.Error, Reason: "no window"}, false, promise.Error, true},
+		{"a promise that does not apply does not fail", promise.Verdict{ID: "proxy.route.verbs", Outcome: promise.NotApplicable, Reason: "rule"}, false, promise.NotApplicable, false},
 	} {
 		got, err := judge(ws, tc.strict, tc.v)
 		if got.Outcome != tc.want || (err != nil) != tc.fails {

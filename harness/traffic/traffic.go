@@ -63,7 +63,7 @@ type Options struct {
 	// its peer-merged discovery listed it at the start and at the end of
 	// the phase (through the load balancer: every apiserver's did). Until
 	// then the cluster has not yet offered the resource - how long that
-	// takes after a newer apiserver serves is mvp.discovery.converges. The
+	// takes after a newer apiserver serves is proxy.discovery.converges. The
 	// proxy routes by the very cache its merged discovery shows (k8s.io/
 	// apiserver pkg/util/peerproxy: findServiceableByPeerFromPeerDiscovery-
 	// Cache and GetPeerResources read one peer-discovery cache), so an

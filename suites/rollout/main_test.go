@@ -3,7 +3,7 @@
 // version to the next minor under continuous traffic, and that bad or
 // interrupted rollouts leave the cluster recoverable. The surge strategy's
 // mixed window, rollback and roll-through are proven on the Mixed Version
-// Proxy suite's cluster (suites/mvp), so no transition runs twice.
+// Proxy suite's cluster (suites/proxy), so no transition runs twice.
 //
 // The tests run in file order: the refused and the interrupted rollouts
 // start from all-old control planes (upgrade_test.go goes last).

@@ -31,7 +31,7 @@ const broken = "to:UnknownVersionInteroperabilityProxy=false"
 // one reachable as a peer - an apiserver with the proxy's gate off
 // records no peer address in its identity Lease. Only the phases it needs
 // run: create, one control plane at the newer version, the route tried.
-var brokenPromises = []promise.ID{"mvp.route.verbs"}
+var brokenPromises = []promise.ID{"proxy.route.verbs"}
 
 // A certification must be able to fail: certify run on a build that
 // breaks the proxy fails the proxy's promises, each with its reason, the

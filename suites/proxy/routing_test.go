@@ -1,4 +1,4 @@
-package mvp
+package proxy
 
 import (
 	"context"

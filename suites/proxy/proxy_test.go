@@ -1,4 +1,4 @@
-package mvp
+package proxy
 
 import (
 	"context"
@@ -31,7 +31,7 @@ var before *corev1.ConfigMap
 // TestWindowOne holds one of three control planes at the newer version:
 // the older two must forward what only it serves.
 func TestWindowOne(t *testing.T) {
-	f := features.New("mixed window, one control plane at the newer version").WithLabel("area", "mvp").WithLabel("disruptive", "true").WithLabel("slow", "true").
+	f := features.New("mixed window, one control plane at the newer version").WithLabel("area", "proxy").WithLabel("disruptive", "true").WithLabel("slow", "true").
 		WithLabel(suite.RestartsLabel, restarts.ControlPlane).
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			markBefore(ctx, t)
@@ -60,7 +60,7 @@ func TestWindowOne(t *testing.T) {
 // under traffic that runs until the rollout is through, returns every
 // control plane to the older version.
 func TestRollback(t *testing.T) {
-	f := features.New("the switch and the rollback").WithLabel("area", "mvp").WithLabel("disruptive", "true").WithLabel("slow", "true").
+	f := features.New("the switch and the rollback").WithLabel("area", "proxy").WithLabel("disruptive", "true").WithLabel("slow", "true").
 		WithLabel(suite.RestartsLabel, restarts.ControlPlane).
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			if win == nil {
@@ -77,7 +77,7 @@ func TestRollback(t *testing.T) {
 // TestWindowTwo goes forward again, two of three at the newer version: the
 // old one has two capable peers.
 func TestWindowTwo(t *testing.T) {
-	f := features.New("mixed window, two control planes at the newer version").WithLabel("area", "mvp").WithLabel("disruptive", "true").WithLabel("slow", "true").
+	f := features.New("mixed window, two control planes at the newer version").WithLabel("area", "proxy").WithLabel("disruptive", "true").WithLabel("slow", "true").
 		WithLabel(suite.RestartsLabel, restarts.ControlPlane).
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			win = holdWindow(ctx, t, 2)

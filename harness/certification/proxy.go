@@ -153,25 +153,25 @@ func (w *Window) RouteWorks(ctx context.Context, ns string) (time.Duration, erro
 }
 
 // ProxyPromises are the Mixed Version Proxy's promises CheckProxy judges.
-var ProxyPromises = []promise.ID{"mvp.route.no-false-forwarding", "mvp.route.loop-guard", "mvp.metrics.rerouted", "mvp.route.verbs",
-	"mvp.trust.identity", "mvp.trust.uid", "mvp.trust.forged-headers", "mvp.trust.rbac-at-entry", "mvp.scope.crd-apiservice", "mvp.audit.complete", "mvp.audit.final-stage", "mvp.audit.watch-final-stage"}
+var ProxyPromises = []promise.ID{"proxy.route.no-false-forwarding", "proxy.route.loop-guard", "proxy.metrics.rerouted", "proxy.route.verbs",
+	"proxy.trust.identity", "proxy.trust.uid", "proxy.trust.forged-headers", "proxy.trust.rbac-at-entry", "proxy.scope.crd-apiservice", "proxy.audit.complete", "proxy.audit.final-stage", "proxy.audit.watch-final-stage"}
 
 // CheckProxy judges every one of ProxyPromises in the window, from a
 // working route (RouteWorks): routing of every verb through an older
 // apiserver, no false forwarding, the loop guard, the rerouted count, the
 // audit trail of the routed requests, identity and RBAC, and the scope.
 // The window and how long the route took to work are the first evidence
-// of mvp.route.verbs. When the route never works, mvp.route.verbs fails
+// of proxy.route.verbs. When the route never works, proxy.route.verbs fails
 // with what the server answered, and the others could not be judged.
 func CheckProxy(ctx context.Context, c *cluster.Cluster, w *Window) []promise.Verdict {
 	const ns = "default"
 	var vs []promise.Verdict
 	took, err := w.RouteWorks(ctx, ns)
 	if err != nil {
-		// The route itself is mvp.route.verbs's promise: it failed. The
+		// The route itself is proxy.route.verbs's promise: it failed. The
 		// others are about a route that works, and could not be judged.
 		for _, id := range ProxyPromises {
-			if id == "mvp.route.verbs" {
+			if id == "proxy.route.verbs" {
 				vs = append(vs, fail(id, "%v", err))
 			} else {
 				vs = append(vs, promise.Errored(id, "the proxy never routed the window's resource, so this could not be judged: %v", err))
@@ -238,12 +238,12 @@ func servers(ctx context.Context, c *cluster.Cluster) ([]Server, error) {
 	return out, nil
 }
 
-// CheckAllOld judges mvp.rollback.all-old once every control plane is
+// CheckAllOld judges proxy.rollback.all-old once every control plane is
 // back at the older version: the object from before is intact, and the
 // resource only the newer version served answers a true 404 on every
 // apiserver, which serves it itself (no other apiserver logs it).
 func CheckAllOld(ctx context.Context, c *cluster.Cluster, r discovery.Resource, before *corev1.ConfigMap) promise.Verdict {
-	const id = "mvp.rollback.all-old"
+	const id = "proxy.rollback.all-old"
 	if err := Intact(ctx, c, before); err != nil {
 		return fail(id, "%v", err)
 	}
@@ -268,14 +268,14 @@ func CheckAllOld(ctx context.Context, c *cluster.Cluster, r discovery.Resource, 
 		fmt.Sprintf("the object from before intact; %s: 404 on %v, each logged by the server asked alone", r.Key(), names(all))}}
 }
 
-// goneAfterRollback judges mvp.rollback.all-old on how s, once every
+// goneAfterRollback judges proxy.rollback.all-old on how s, once every
 // control plane is back at the older version, answered for r, the
 // resource only the newer version served: nil when with a true 404.
 func goneAfterRollback(r discovery.Resource, s Server, got error) *promise.Verdict {
 	if apierrors.IsNotFound(got) {
 		return nil
 	}
-	v := fail("mvp.rollback.all-old", "%s on %s (%s) after the rollback: %v, want 404 (no server serves it now)", r.Path(), s.Name, s.Version, got)
+	v := fail("proxy.rollback.all-old", "%s on %s (%s) after the rollback: %v, want 404 (no server serves it now)", r.Path(), s.Name, s.Version, got)
 	return &v
 }
 
@@ -336,7 +336,7 @@ func (w *Window) mark(obj *unstructured.Unstructured, run, ns string) {
 	}
 }
 
-// CheckRouteVerbs judges mvp.route.verbs: through an older apiserver
+// CheckRouteVerbs judges proxy.route.verbs: through an older apiserver
 // alone, the window's resource is created, read, listed, updated, patched,
 // watched and deleted; the newer apiserver reads what the older one made,
 // and the watch delivers ADDED, MODIFIED and DELETED. Without a sample
@@ -344,7 +344,7 @@ func (w *Window) mark(obj *unstructured.Unstructured, run, ns string) {
 // promise is an error, saying which file to add. The audit IDs of the
 // requests through the older apiserver go to ids, for CheckAudit.
 func CheckRouteVerbs(ctx context.Context, w *Window, ns string, ids *auditIDs) promise.Verdict {
-	const id = "mvp.route.verbs"
+	const id = "proxy.route.verbs"
 	old, peer := w.Old[0], w.New[0]
 	key := w.Resource.Key()
 	api, err := w.api(old, ns, ids)
@@ -453,9 +453,9 @@ func CheckRouteVerbs(ctx context.Context, w *Window, ns string, ids *auditIDs) p
 // watched reads what the watch through entry delivers (events) until
 // every one of want came, and says what it delivered; when not all of
 // want came (the watch ended, or deadline, 20 s on, passed), the failure
-// of mvp.route.verbs.
+// of proxy.route.verbs.
 func watched(entry string, events <-chan string, want []string, deadline <-chan time.Time) ([]string, *promise.Verdict) {
-	const id = "mvp.route.verbs"
+	const id = "proxy.route.verbs"
 	var seen []string
 	for len(missing(want, seen)) > 0 {
 		select {
@@ -497,12 +497,12 @@ func scrape(ctx context.Context, s Server) (metrics.Snapshot, error) {
 	return metrics.Scrape(ctx, cs)
 }
 
-// CheckRerouted judges mvp.metrics.rerouted: n gets of names that do not
+// CheckRerouted judges proxy.metrics.rerouted: n gets of names that do not
 // exist, through an older apiserver, answer 404 from the newer peer (a
 // code nothing else in a quiet cluster provokes), and the older server's
 // rerouted counter for code 404 moves by exactly n.
 func CheckRerouted(ctx context.Context, w *Window, ns string, n int) promise.Verdict {
-	const id = "mvp.metrics.rerouted"
+	const id = "proxy.metrics.rerouted"
 	old := w.Old[0]
 	api, err := w.api(old, ns)
 	if err != nil {
@@ -525,10 +525,10 @@ func CheckRerouted(ctx context.Context, w *Window, ns string, n int) promise.Ver
 	return reroutedVerdict(old.Name, w.Resource.Key(), n, before, after)
 }
 
-// reroutedVerdict judges mvp.metrics.rerouted on entry's scrapes before
+// reroutedVerdict judges proxy.metrics.rerouted on entry's scrapes before
 // and after n gets of missing objects of key forwarded through it.
 func reroutedVerdict(entry, key string, n int, before, after metrics.Snapshot) promise.Verdict {
-	const id = "mvp.metrics.rerouted"
+	const id = "proxy.metrics.rerouted"
 	moved, err := metrics.Delta(before, after, rerouted, map[string]string{"code": "404"})
 	if err != nil {
 		return fail(id, "%s after %d gets forwarded through it: %v", entry, n, err)
@@ -541,7 +541,7 @@ func reroutedVerdict(entry, key string, n int, before, after metrics.Snapshot) p
 	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: []string{ev}}
 }
 
-// CheckNoFalseForwarding judges mvp.route.no-false-forwarding: on every
+// CheckNoFalseForwarding judges proxy.route.no-false-forwarding: on every
 // apiserver, paths no server serves (an unknown group, an unknown
 // resource and an unknown version of the window's group) answer 404, no
 // other apiserver's audit log has them, and the rerouted counter of the
@@ -550,7 +550,7 @@ func reroutedVerdict(entry, key string, n int, before, after metrics.Snapshot) p
 // the audit logs alone prove it; the first older server, which the route
 // check went through, must export it.
 func CheckNoFalseForwarding(ctx context.Context, c *cluster.Cluster, w *Window) promise.Verdict {
-	const id = "mvp.route.no-false-forwarding"
+	const id = "proxy.route.no-false-forwarding"
 	r := w.Resource
 	paths := []string{"/apis/nothing.skewer.io/v1/things", "/apis/" + r.Group + "/" + r.Version + "/skewernothings", "/apis/" + r.Group + "/v999/" + r.Resource}
 	var ev []string
@@ -586,12 +586,12 @@ func CheckNoFalseForwarding(ctx context.Context, c *cluster.Cluster, w *Window) 
 	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: []string{fmt.Sprintf("%v: 404 on %s, each logged by the server asked alone", paths, strings.Join(ev, ", "))}}
 }
 
-// unmoved judges mvp.route.no-false-forwarding on server's rerouted
+// unmoved judges proxy.route.no-false-forwarding on server's rerouted
 // counter before and after it was asked for paths no server serves:
 // what it says for the evidence, or the failure. A server other than the
 // first older one (mayLack) may not export the counter at all.
 func unmoved(server string, mayLack bool, paths []string, before, after metrics.Snapshot) (string, *promise.Verdict) {
-	const id = "mvp.route.no-false-forwarding"
+	const id = "proxy.route.no-false-forwarding"
 	d, err := metrics.Delta(before, after, rerouted, map[string]string{"code": "404"})
 	var v promise.Verdict
 	switch {
@@ -607,12 +607,12 @@ func unmoved(server string, mayLack bool, paths []string, before, after metrics.
 	return "", &v
 }
 
-// CheckLoopGuard judges mvp.route.loop-guard: the window's resource asked
+// CheckLoopGuard judges proxy.route.loop-guard: the window's resource asked
 // of an older apiserver with X-Kubernetes-Peer-Proxied: true is answered
 // by that server itself (404, its counter unmoved), and the same request
 // unmarked is forwarded (200): the mark, not the resource, made the 404.
 func CheckLoopGuard(ctx context.Context, w *Window) promise.Verdict {
-	const id = "mvp.route.loop-guard"
+	const id = "proxy.route.loop-guard"
 	old := w.Old[0]
 	cs, err := old.client()
 	if err != nil {
@@ -633,11 +633,11 @@ func CheckLoopGuard(ctx context.Context, w *Window) promise.Verdict {
 	})
 }
 
-// loopGuardVerdict judges mvp.route.loop-guard on how old answered path
+// loopGuardVerdict judges proxy.route.loop-guard on how old answered path
 // marked proxied (marked) and its scrapes around it; unmarked asks for the
 // same path unmarked, once the marked request held.
 func loopGuardVerdict(old Server, path string, marked error, before, after metrics.Snapshot, unmarked func() error) promise.Verdict {
-	const id = "mvp.route.loop-guard"
+	const id = "proxy.route.loop-guard"
 	if !apierrors.IsNotFound(marked) {
 		return fail(id, "%s marked proxied, through %s (%s): %v, want its own 404", path, old.Name, old.Version, marked)
 	}
@@ -680,12 +680,12 @@ const (
 	fastFail = 5 * time.Second
 )
 
-// CheckScope judges mvp.scope.crd-apiservice: a CRD's resource is served
+// CheckScope judges proxy.scope.crd-apiservice: a CRD's resource is served
 // by every apiserver itself, and an APIService without a backend answers
 // 503 within fastFail on every apiserver; neither is forwarded (no other
 // apiserver logs the requests).
 func CheckScope(ctx context.Context, c *cluster.Cluster, w *Window) promise.Verdict {
-	const id = "mvp.scope.crd-apiservice"
+	const id = "proxy.scope.crd-apiservice"
 	admin, err := w.Old[0].client()
 	if err != nil {
 		return fail(id, "%v", err)
@@ -754,11 +754,11 @@ func CheckScope(ctx context.Context, c *cluster.Cluster, w *Window) promise.Verd
 	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: append(ev, "each logged by the server asked alone")}
 }
 
-// scopeAnswers judges mvp.scope.crd-apiservice on how s answered for
+// scopeAnswers judges proxy.scope.crd-apiservice on how s answered for
 // the CRD's widgets (crdErr) and for the APIService without a backend
 // (aggErr, after took): nil when both held.
 func scopeAnswers(s Server, crdErr, aggErr error, took time.Duration) *promise.Verdict {
-	const id = "mvp.scope.crd-apiservice"
+	const id = "proxy.scope.crd-apiservice"
 	var code int32
 	if st, ok := aggErr.(apierrors.APIStatus); ok {
 		code = st.Status().Code

@@ -1,4 +1,4 @@
-// Package mvp proves what the Mixed Version Proxy (KEP-4020) promises and
+// Package proxy proves what the Mixed Version Proxy (KEP-4020) promises and
 // where it stops, and the surge rollout around it, on one real HA cluster
 // taken through the certify shape in as few transitions as the promises
 // allow: one control plane at the newer version (the proxy's checks and
@@ -7,8 +7,8 @@
 // through, the same traffic judged at the end (no acknowledged write lost,
 // no watch event missed, no false 404). The tests run in that order.
 // Every assertion logs its evidence: audit IDs, metric deltas, codes and
-// bodies. Facts about the proxy it relies on: ../../docs/mvp.md.
-package mvp
+// bodies. Facts about the proxy it relies on: ../../docs/proxy.md.
+package proxy
 
 import (
 	"flag"
@@ -23,6 +23,6 @@ var (
 	flagTo = version.MustParse("v1.36.3")
 )
 
-func init() { flag.Var(&flagTo, "mvp.to", "the newer version of the mixed window (default v1.36.3)") }
+func init() { flag.Var(&flagTo, "proxy.to", "the newer version of the mixed window (default v1.36.3)") }
 
 func TestMain(m *testing.M) { suite.Main(m, "ha", &s, &flagTo) }

@@ -1,4 +1,4 @@
-package mvp
+package proxy
 
 import (
 	"context"
@@ -40,7 +40,7 @@ type window struct {
 func (w *window) all() []server { return append(append([]server{}, w.Old...), w.New...) }
 
 // holdWindow brings the cluster to exactly newCount control planes at
-// --mvp.to (surging forward or back one node at a time as needed), waits
+// --proxy.to (surging forward or back one node at a time as needed), waits
 // until every apiserver's discovery shows what only the newer version
 // serves (certification.CheckDiscovery, which measures how long that
 // took), and returns the window over the first resource of it to route.
