@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -78,15 +80,21 @@ is 1 when any promise failed, and when the evidence could not be exported or the
 			if err := in.CheckImages(cmd.Context()); err != nil {
 				return badInput(err)
 			}
+			// A dry run refuses the --out the run would, and touches
+			// nothing; it asks nothing of Docker either (the clusters'
+			// names are the run's to check). The run checks them before
+			// --out is touched: a refusal changes nothing.
+			if err := outDir(f.out, f.force, true); err != nil {
+				return badInput(fmt.Errorf("--out: %w", err))
+			}
 			if f.dryRun {
 				printPlan(cmd.OutOrStdout(), in)
 				return nil
 			}
-			// Before --out is touched: a refusal changes nothing.
 			if err := in.Preflight(cmd.Context()); err != nil {
 				return badInput(err)
 			}
-			if err := outDir(f.out, f.force); err != nil {
+			if err := outDir(f.out, f.force, false); err != nil {
 				return badInput(fmt.Errorf("--out: %w", err))
 			}
 			res, err := certification.Run(cmd.Context(), in)
@@ -303,8 +311,9 @@ const evidenceDir = "evidence"
 // outDir makes --out ready for a run: writable, and holding no earlier
 // run's results or evidence, which would mix with this one's (a report
 // naming one run beside the audit logs of another). With force they are
-// removed first; anything else in dir is left alone.
-func outDir(dir string, force bool) error {
+// removed first; anything else in dir is left alone. A dry run checks the
+// same and changes nothing (canWrite).
+func outDir(dir string, force, dry bool) error {
 	var earlier []string
 	for _, name := range append(slices.Clone(report.Files), evidenceDir) {
 		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
@@ -314,12 +323,41 @@ func outDir(dir string, force bool) error {
 	if len(earlier) > 0 && !force {
 		return fmt.Errorf("%s holds an earlier run's %s: give an empty folder, or --force to replace them", dir, strings.Join(earlier, ", "))
 	}
+	if dry {
+		return canWrite(dir)
+	}
 	for _, name := range earlier {
 		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
 			return err
 		}
 	}
 	return writableDir(dir)
+}
+
+// canWrite says, touching nothing, whether dir could be made and written
+// in: its nearest existing ancestor (or itself) is a directory this user
+// may write in.
+func canWrite(dir string) error {
+	p := filepath.Clean(dir)
+	for {
+		fi, err := os.Stat(p)
+		switch {
+		case err == nil && !fi.IsDir():
+			return fmt.Errorf("%s: not a directory", p)
+		case err == nil:
+			if err := syscall.Access(p, 2 /* W_OK */); err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+			return nil
+		case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
+			return err
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return err
+		}
+		p = parent
+	}
 }
 
 // writableDir makes dir (the results' directory, which the run would make

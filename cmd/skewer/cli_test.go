@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"github.com/skewer-k8s/skewer/harness/promise"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
 // Bad input gets one line naming the problem and exit status 2, before
@@ -60,7 +62,7 @@ func TestBadInputIsRefusedInOneLine(t *testing.T) {
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--profile", malformed}, "malformed profile"},
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--profile", "sidecar"}, "a rolling replacement needs 3"},
 		// Results that could not be kept: refused before a cluster is made.
-		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--out", "/etc/passwd/results", "--name", "skewer-test-out"}, "--out: mkdir /etc/passwd: not a directory"},
+		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--out", "/etc/passwd/results", "--name", "skewer-test-out"}, "/etc/passwd: not a directory"},
 		// An earlier run's results and evidence would mix with this run's.
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--out", earlier, "--name", "skewer-test-out"}, "holds an earlier run's results.json, evidence: give an empty folder, or --force"},
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--max-failed", "150"}, "the share of failed requests allowed is 1.5"},
@@ -69,8 +71,15 @@ func TestBadInputIsRefusedInOneLine(t *testing.T) {
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--max-unavailable", "-1s"}, "a bound on unavailability is negative"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			args := tc.args
+			if args[0] == "certify" {
+				// Should a case's input turn out valid, it plans and
+				// exits; it must not start a certification (one did, on
+				// a cluster left behind, when --shard proxy became an area).
+				args = append(slices.Clone(args), "--dry-run")
+			}
 			var stdout, stderr bytes.Buffer
-			code := Run(context.Background(), tc.args, &stdout, &stderr)
+			code := Run(context.Background(), args, &stdout, &stderr)
 			if code != exitBadInput {
 				t.Fatalf("exit %d, want %d (bad input); stderr %q", code, exitBadInput, stderr.String())
 			}
@@ -173,21 +182,36 @@ func TestOutDirForce(t *testing.T) {
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		os.WriteFile(p, []byte("earlier"), 0o644)
 	}
-	if err := outDir(dir, false); err == nil {
+	if err := outDir(dir, false, false); err == nil {
 		t.Fatal("an --out with an earlier run's results was accepted without --force")
+	}
+	// A dry run with --force would replace them, and replaces nothing.
+	if err := outDir(dir, true, true); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "evidence", "surge", "audit.log")); err != nil {
 		t.Fatalf("a refused --out was changed: %v", err)
 	}
-	if err := outDir(dir, true); err != nil {
+	if err := outDir(dir, true, false); err != nil {
 		t.Fatal(err)
 	}
 	left, _ := os.ReadDir(dir)
 	if len(left) != 1 || left[0].Name() != "notes.txt" {
 		t.Errorf("--force left %v, want only notes.txt", left)
 	}
-	if err := outDir(dir, false); err != nil {
+	if err := outDir(dir, false, false); err != nil {
 		t.Errorf("a folder with no earlier run's files was refused: %v", err)
+	}
+	// A dry run makes no folder, and refuses one that could not be made.
+	absent := filepath.Join(dir, "a", "b")
+	if err := outDir(absent, false, true); err != nil {
+		t.Errorf("a dry run refused a folder it could make: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a")); err == nil {
+		t.Error("a dry run made the --out folder")
+	}
+	if err := outDir(filepath.Join(dir, "notes.txt", "out"), false, true); err == nil || !strings.Contains(err.Error(), "notes.txt: not a directory") {
+		t.Errorf("a dry run under a file: %v", err)
 	}
 }
 
