@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -217,4 +218,45 @@ func convergedVerdict(newer version.Version, only []discovery.Resource, took tim
 		return fail(id, "%v", err)
 	}
 	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: []string{fmt.Sprintf("%d resource(s) only %s serves, in every merged view after %s", len(only), newer, took.Round(100*time.Millisecond))}}
+}
+
+// CheckAllOld judges proxy.rollback.all-old once every control plane is
+// back at the older version: the object from before is intact, and the
+// resource only the newer version served answers a true 404 on every
+// apiserver, which serves it itself (no other apiserver logs it).
+func CheckAllOld(ctx context.Context, c *cluster.Cluster, r discovery.Resource, before *corev1.ConfigMap) promise.Verdict {
+	const id = "proxy.rollback.all-old"
+	if err := Intact(ctx, c, before); err != nil {
+		return fail(id, "%v", err)
+	}
+	all, err := servers(ctx, c)
+	if err != nil {
+		return fail(id, "%v", err)
+	}
+	for _, s := range all {
+		cs, ids, err := s.traced()
+		if err != nil {
+			return fail(id, "%v", err)
+		}
+		got := cs.Discovery().RESTClient().Get().AbsPath(r.Path()).Do(ctx).Error()
+		if v := goneAfterRollback(r, s, got); v != nil {
+			return *v
+		}
+		if err := notForwarded(ctx, c, s, all, ids.all()); err != nil {
+			return fail(id, "after the rollback: %v", err)
+		}
+	}
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: []string{
+		fmt.Sprintf("the object from before intact; %s: 404 on %v, each logged by the server asked alone", r.Key(), names(all))}}
+}
+
+// goneAfterRollback judges proxy.rollback.all-old on how s, once every
+// control plane is back at the older version, answered for r, the
+// resource only the newer version served: nil when with a true 404.
+func goneAfterRollback(r discovery.Resource, s Server, got error) *promise.Verdict {
+	if apierrors.IsNotFound(got) {
+		return nil
+	}
+	v := fail("proxy.rollback.all-old", "%s on %s (%s) after the rollback: %v, want 404 (no server serves it now)", r.Path(), s.Name, s.Version, got)
+	return &v
 }

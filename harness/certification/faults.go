@@ -2,15 +2,12 @@ package certification
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
@@ -19,7 +16,6 @@ import (
 	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/traffic"
 	"github.com/skewer-k8s/skewer/harness/version"
-	"github.com/skewer-k8s/skewer/harness/wait"
 )
 
 const peerProxyErrors = "apiserver_peer_proxy_errors_total"
@@ -46,86 +42,6 @@ const (
 	// servers may still pick the dead peer.
 	addressTTL = 15 * time.Second
 )
-
-// Attempt is one request made while a fault holds.
-type Attempt struct {
-	At      time.Duration // since the probe began
-	Sent    time.Time     // when, by the clock the cluster's logs use
-	Code    int           // HTTP status; 0 when no response came
-	Took    time.Duration
-	Message string
-	// AuditID is the Audit-ID the request named, where it named one.
-	AuditID string
-}
-
-func (a Attempt) String() string {
-	return fmt.Sprintf("+%s %d in %s %s", a.At.Round(100*time.Millisecond), a.Code, a.Took.Round(10*time.Millisecond), a.Message)
-}
-
-// Probe lists the window's resource through s every interval for d, each
-// request given timeout, and says how each ended; the Audit-Id of each
-// response goes to ids when it is given.
-func (w *Window) Probe(ctx context.Context, s Server, d, interval, timeout time.Duration, ids ...*auditIDs) ([]Attempt, error) {
-	api, err := w.api(s.WithTimeout(timeout), "default", ids...)
-	if err != nil {
-		return nil, err
-	}
-	var out []Attempt
-	start := time.Now()
-	err = wait.Sample(ctx, d, interval, func() bool {
-		out = append(out, Try(start, func() error {
-			_, err := api.List(ctx, metav1.ListOptions{Limit: 1})
-			return err
-		}))
-		return true
-	})
-	return out, err
-}
-
-// Try makes one request with fn and says how it ended, start being when
-// the probing began.
-func Try(start time.Time, fn func() error) Attempt {
-	a := Attempt{At: time.Since(start), Sent: time.Now()}
-	t0 := time.Now()
-	err := fn()
-	a.Took = time.Since(t0)
-	var st apierrors.APIStatus
-	switch {
-	case err == nil:
-		a.Code = 200
-	case errors.As(err, &st):
-		a.Code, a.Message = int(st.Status().Code), st.Status().Message
-	default:
-		a.Message = err.Error()
-	}
-	if len(a.Message) > 120 {
-		a.Message = a.Message[:120] + "..."
-	}
-	return a
-}
-
-// Codes counts attempts by code.
-func Codes(as []Attempt) map[int]int {
-	n := map[int]int{}
-	for _, a := range as {
-		n[a.Code]++
-	}
-	return n
-}
-
-// messages are the distinct answers of attempts that failed, in order,
-// each with when it was first seen.
-func messages(as []Attempt) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, a := range as {
-		if a.Code != 200 && !seen[a.Message] {
-			seen[a.Message] = true
-			out = append(out, fmt.Sprintf("%d %q from +%s", a.Code, a.Message, a.At.Round(100*time.Millisecond)))
-		}
-	}
-	return out
-}
 
 // CheckPeerKilled judges proxy.fault.peer-killed: the first newer apiserver
 // of the window is killed (faults.KillAPIServer: SIGKILL, nothing
@@ -376,98 +292,4 @@ func peerProxyErrorsMoved(old Server, before, after metrics.Snapshot, scrapeErr 
 			Reason: fmt.Sprintf("%s{type=endpoint_resolution} on %s did not move while its only capable peer's address could not be resolved", peerProxyErrors, old.Name)}
 	}
 	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: []string{ev}}
-}
-
-// CheckPeerStopped judges proxy.fault.peer-stopped in a window with two
-// newer apiservers or more. First, 20 lists of the window's resource
-// through the first older apiserver are spread over every capable peer
-// (each serves at least one, by the audit logs). Then the first newer one
-// is stopped cleanly (its identity Lease goes with it) and the resource
-// is asked for through the older one every half second for 20 s: no 404
-// (another capable peer serves it) and no answer slower than answerBound;
-// after that, 10 lists are each served, all by the remaining peers. The
-// apiserver is started again before it returns.
-func CheckPeerStopped(ctx context.Context, c *cluster.Cluster, w *Window) promise.Verdict {
-	const id = "proxy.fault.peer-stopped"
-	if len(w.New) < 2 {
-		return promise.Errored(id, "the check needs a window with two newer apiservers; this one has %d: no next capable peer", len(w.New))
-	}
-	old, gone, rest := w.Old[0], w.New[0], w.New[1:]
-	if _, err := w.RouteWorks(ctx, "default"); err != nil {
-		return fail(id, "%v", err)
-	}
-	lists := func(n int) ([]string, error) {
-		ids := &auditIDs{}
-		api, err := w.api(old, "default", ids)
-		if err != nil {
-			return nil, err
-		}
-		for i := range n {
-			if _, err := api.List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
-				return nil, fmt.Errorf("list %d of %d through %s: %w", i+1, n, old.Name, err)
-			}
-		}
-		return servedAt(ctx, c, w.New, ids.all())
-	}
-	spread, err := lists(20)
-	if err != nil {
-		return fail(id, "before the fault: %v", err)
-	}
-	ev := []string{fmt.Sprintf("20 lists of %s through %s, served by %s", w.Resource.Key(), old.Name, tally(spread))}
-	for _, p := range w.New {
-		if !slices.Contains(spread, p.Name) {
-			return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev,
-				Reason: fmt.Sprintf("%s forwarded none of 20 lists to the capable peer %s", old.Name, p.Name)}
-		}
-	}
-	node, err := c.Node(ctx, gone.Name)
-	if err != nil {
-		return fail(id, "%v", err)
-	}
-	stop := &faults.StopAPIServer{Node: node}
-	var as []Attempt
-	var after []string
-	if err := injected(ctx, c, stop, func() error {
-		if as, err = w.Probe(ctx, old, 20*time.Second, 500*time.Millisecond, 35*time.Second); err != nil {
-			return err
-		}
-		after, err = lists(10)
-		return err
-	}); err != nil {
-		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev, Reason: fmt.Sprintf("with %s stopped: %v", gone.Name, err)}
-	}
-	ev = append(ev, fmt.Sprintf("%s: through %s every 500 ms for 20 s: %v; %s", stop.Name(), old.Name, Codes(as), strings.Join(messages(as), ", ")),
-		fmt.Sprintf("then 10 lists through %s, served by %s", old.Name, tally(after)))
-	return stoppedVerdict(gone.Name, names(rest), as, after, ev)
-}
-
-// stoppedVerdict judges proxy.fault.peer-stopped on what was seen with the
-// capable peer gone stopped and rest serving: the attempts made through
-// the entry meanwhile (as) and the servers that logged the lists made
-// after them; ev is the evidence so far.
-func stoppedVerdict(gone string, rest []string, as []Attempt, after, ev []string) promise.Verdict {
-	const id = "proxy.fault.peer-stopped"
-	if v := underFault(id, "requests through the entry with "+gone+" stopped", len(as)); v != nil {
-		return *v
-	}
-	if v := underFault(id, fmt.Sprintf("servers of %v that logged the lists", rest), len(after)); v != nil {
-		return *v
-	}
-	var bad []string
-	for _, a := range as {
-		switch {
-		case a.Code == 0 || a.Took > answerBound:
-			bad = append(bad, "no answer within "+answerBound.String()+": "+a.String())
-		case a.Code == 404:
-			bad = append(bad, "a false 404: "+a.String())
-		}
-	}
-	if slices.Contains(after, gone) {
-		bad = append(bad, fmt.Sprintf("the stopped %s logged a request after its stop", gone))
-	}
-	if len(bad) > 0 {
-		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev,
-			Reason: fmt.Sprintf("with %s stopped and %v serving: %s", gone, rest, strings.Join(bad[:min(3, len(bad))], "; "))}
-	}
-	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: ev}
 }

@@ -3,18 +3,15 @@ package certification
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 
 	"github.com/skewer-k8s/skewer/harness/audit"
 	"github.com/skewer-k8s/skewer/harness/cluster"
@@ -151,63 +148,10 @@ func blackHoleBound(flags []string, asked time.Duration) (time.Duration, error) 
 	return min(timeout, asked) + holeMargin, nil
 }
 
-// askingDeadline makes every request of cfg ask the server for deadline
-// (?timeout=), whatever the client itself waits (cfg.Timeout, which
-// client-go would otherwise ask for).
-func askingDeadline(cfg *rest.Config, deadline time.Duration) *rest.Config {
-	return editingRequests(cfg, func(req *http.Request) {
-		q := req.URL.Query()
-		q.Set("timeout", deadline.String())
-		req.URL.RawQuery = q.Encode()
-	})
-}
-
-// namingAuditID makes every request of cfg name auditID as its Audit-ID,
-// which kube-apiserver takes as the request's audit ID.
-func namingAuditID(cfg *rest.Config, auditID string) *rest.Config {
-	return editingRequests(cfg, func(req *http.Request) { req.Header.Set("Audit-ID", auditID) })
-}
-
-// editingRequests is a copy of cfg whose every request edit changes, on a
-// clone of it, before it is sent.
-func editingRequests(cfg *rest.Config, edit func(*http.Request)) *rest.Config {
-	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripper(func(req *http.Request) (*http.Response, error) {
-			req = req.Clone(req.Context())
-			edit(req)
-			return rt.RoundTrip(req)
-		})
-	})
-	return cfg
-}
-
 // api is the window's resource through the older server, with a client
 // timeout.
 func (l *linkRun) api(timeout time.Duration) (dynamic.ResourceInterface, error) {
 	return l.w.api(l.w.Old[0].WithTimeout(timeout), "default")
-}
-
-// withFault runs fn from a working route (RouteWorks) with f injected,
-// and reverts f however fn ends.
-func withFault(ctx context.Context, c *cluster.Cluster, w *Window, f faults.Fault, fn func() error) error {
-	if _, err := w.RouteWorks(ctx, "default"); err != nil {
-		return fmt.Errorf("before %s: %w", f.Name(), err)
-	}
-	return injected(ctx, c, f, fn)
-}
-
-// injected runs fn with f injected, and reverts f however fn ends.
-func injected(ctx context.Context, c *cluster.Cluster, f faults.Fault, fn func() error) error {
-	if err := f.Inject(ctx, c); err != nil {
-		_ = f.Revert(context.WithoutCancel(ctx), c)
-		return fmt.Errorf("%s: %w", f.Name(), err)
-	}
-	ferr := fn()
-	if err := f.Revert(context.WithoutCancel(ctx), c); err != nil {
-		return fmt.Errorf("reverting %s: %w", f.Name(), err)
-	}
-	return ferr
 }
 
 // with is withFault in the run's cluster and window.
@@ -430,212 +374,4 @@ func abortedAtDeadline(entry string, a Attempt, ended func(auditID string) (*aud
 		return CauseTimeoutAbort, said + ": the entry answered at the deadline, and its timeout filter reset the stream of the answer under way"
 	}
 	return promise.UnknownCause, said
-}
-
-// slowLink judges proxy.fault.slow-link and says what the write between the
-// timeouts made.
-func (l *linkRun) slowLink(ctx context.Context) (promise.Verdict, written) {
-	const id = "proxy.fault.slow-link"
-	slow := func(d time.Duration) *faults.SlowLink { return &faults.SlowLink{From: l.old, To: l.peer, Delay: d} }
-	var seen slowSeen
-
-	// Below: +100 ms each way, five reads, each at least a round trip slower.
-	api, err := l.api(30 * time.Second)
-	if err != nil {
-		return fail(id, "%v", err), uncounted(err)
-	}
-	var below []Attempt
-	f := slow(100 * time.Millisecond)
-	if err := l.with(ctx, f, func() error {
-		start := time.Now()
-		for range 5 {
-			below = append(below, Try(start, func() error { _, err := api.List(ctx, metav1.ListOptions{Limit: 1}); return err }))
-		}
-		return nil
-	}); err != nil {
-		return fail(id, "%v", err), uncounted(err)
-	}
-	seen.below, seen.belowFault = below, f.Name()
-
-	// Between: +3 s each way. The TLS handshake takes 6 s, the create
-	// reaches the peer at ~9 s, its answer would be back at ~12 s; the
-	// client gives up at 10.5 s.
-	made := noWrite
-	if l.obj != nil {
-		wapi, err := l.api(10500 * time.Millisecond)
-		if err != nil {
-			return fail(id, "%v", err), uncounted(err)
-		}
-		f = slow(3 * time.Second)
-		if err := l.with(ctx, f, func() error {
-			a, _ := l.write(ctx, wapi, time.Now())
-			seen.between, seen.betweenFault = &a, f.Name()
-			made = l.mostMade(ctx, "the create given up at +3 s each way", 8*time.Second)
-			return nil
-		}); err != nil {
-			return fail(id, "%v", err), uncounted(err)
-		}
-	}
-
-	// Above: +6 s each way; the handshake (12 s) outlasts its 10 s timeout.
-	api, err = l.api(35 * time.Second)
-	if err != nil {
-		return fail(id, "%v", err), made
-	}
-	f = slow(6 * time.Second)
-	var above Attempt
-	if err := l.with(ctx, f, func() error {
-		above = Try(time.Now(), func() error { _, err := api.List(ctx, metav1.ListOptions{Limit: 1}); return err })
-		return nil
-	}); err != nil {
-		return fail(id, "%v", err), made
-	}
-	seen.above, seen.aboveFault = above, f.Name()
-	return slowVerdict(l.w.Old[0].Name, seen), made
-}
-
-// slowSeen is what the slow-link check saw through the entry, with each
-// fault's name: the reads below the timeouts, the create between them
-// (nil without a sample object), the read above them.
-type slowSeen struct {
-	below                                []Attempt
-	between                              *Attempt
-	above                                Attempt
-	belowFault, betweenFault, aboveFault string
-}
-
-// slowVerdict judges proxy.fault.slow-link on what was seen through entry.
-func slowVerdict(entry string, seen slowSeen) promise.Verdict {
-	const id = "proxy.fault.slow-link"
-	var bad, ev, took []string
-	for _, a := range seen.below {
-		took = append(took, a.Took.Round(10*time.Millisecond).String())
-		if a.Code != 200 || a.Took < 200*time.Millisecond {
-			bad = append(bad, fmt.Sprintf("%s: want 200 in at least a round trip (200ms): %s", seen.belowFault, a))
-		}
-	}
-	ev = append(ev, fmt.Sprintf("%s: 5 lists through %s: %v in %s", seen.belowFault, entry, Codes(seen.below), strings.Join(took, ", ")))
-	if a := seen.between; a != nil {
-		ev = append(ev, fmt.Sprintf("%s: create through %s with a 10.5 s client timeout: %s", seen.betweenFault, entry, *a))
-		if a.Code == 404 {
-			bad = append(bad, fmt.Sprintf("%s: create answered 404: %s", seen.betweenFault, *a))
-		}
-	}
-	ev = append(ev, fmt.Sprintf("%s: list through %s: %s", seen.aboveFault, entry, seen.above))
-	if seen.above.Code != 503 || seen.above.Took >= slowAboveBound {
-		bad = append(bad, fmt.Sprintf("%s: want an explicit 503 within %s (past the TLS handshake timeout): %s", seen.aboveFault, slowAboveBound, seen.above))
-	}
-	if len(bad) > 0 {
-		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev, Reason: strings.Join(bad, "; ")}
-	}
-	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: ev}
-}
-
-// CauseNoCapablePeer is why an older apiserver answers 404 for a resource
-// only a stopped peer served: with no peer left holding an identity Lease
-// that serves it, the proxy lets the request fall through to the local
-// handler, which does not serve it.
-const CauseNoCapablePeer = "no-capable-peer"
-
-// leaseGone waits, within its budget, for the identity Lease id to be
-// gone, and says from when it was seen gone (zero if it never went) and
-// what was seen.
-func leaseGone(ctx context.Context, c *cluster.Cluster, id string) (time.Time, string) {
-	cs, err := c.Client()
-	if err != nil {
-		return time.Time{}, err.Error()
-	}
-	var at time.Time
-	err = wait.For(ctx, "certify/lease-gone", "the identity Lease "+id+" to go", func(ctx context.Context) (bool, string, error) {
-		_, err := cs.CoordinationV1().Leases("kube-system").Get(ctx, id, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			at = time.Now()
-			return true, "gone", nil
-		case err != nil:
-			return false, err.Error(), nil
-		}
-		return false, "still held", nil
-	})
-	if err != nil {
-		return time.Time{}, err.Error()
-	}
-	return at, fmt.Sprintf("the identity Lease %s was gone from %s on", id, at.Format("15:04:05.000"))
-}
-
-// CheckOnlyPeerGone judges proxy.fault.only-peer-gone in a window with one
-// newer apiserver: it is stopped cleanly (its identity Lease goes with
-// it) and the resource only it serves is asked for through the first
-// older one every second for 30 s: each answer comes within the client's
-// 35 s (no hang), none is served (nothing left serves it), and none is a
-// 404. A 404 is put down to CauseNoCapablePeer only when answered after
-// the peer's identity Lease was seen gone, and the Lease was still gone
-// when the probing ended. The apiserver is started again before it
-// returns.
-func CheckOnlyPeerGone(ctx context.Context, c *cluster.Cluster, w *Window) promise.Verdict {
-	const id = "proxy.fault.only-peer-gone"
-	const d, timeout = 30 * time.Second, 35 * time.Second
-	if len(w.New) != 1 {
-		return promise.Errored(id, "the check needs a window with one newer apiserver; this one has %d", len(w.New))
-	}
-	old, gone := w.Old[0], w.New[0]
-	node, err := c.Node(ctx, gone.Name)
-	if err != nil {
-		return fail(id, "%v", err)
-	}
-	peerID, err := identityLease(ctx, c, gone.Name)
-	if err != nil {
-		return promise.Errored(id, "%v", err)
-	}
-	f := &faults.StopAPIServer{Node: node}
-	var as []Attempt
-	var goneAt time.Time
-	var leaseSeen string
-	if err := withFault(ctx, c, w, f, func() error {
-		// The cause of a 404 is found, not assumed: the stopped peer's
-		// identity Lease must be gone before it and still gone after.
-		goneAt, leaseSeen = leaseGone(ctx, c, peerID)
-		var err error
-		as, err = w.Probe(ctx, old, d, time.Second, timeout)
-		if gone, _ := leaseGone(ctx, c, peerID); gone.IsZero() {
-			goneAt, leaseSeen = time.Time{}, fmt.Sprintf("the identity Lease %s was back before the probing ended", peerID)
-		}
-		return err
-	}); err != nil {
-		return fail(id, "%v", err)
-	}
-	ev := []string{fmt.Sprintf("%s: %s through %s every second for %s: %v; %s", f.Name(), w.Resource.Key(), old.Name, d, Codes(as), strings.Join(messages(as), ", ")), leaseSeen}
-	return onlyGoneVerdict(old.Name, gone.Name, as, timeout, goneAt, ev)
-}
-
-// onlyGoneVerdict judges proxy.fault.only-peer-gone on the attempts made
-// through entry, each given timeout, with its only capable peer gone
-// stopped, goneAt being when the peer's identity Lease was seen gone (zero
-// if it was not, or came back); ev is what was seen.
-func onlyGoneVerdict(entry, gone string, as []Attempt, timeout time.Duration, goneAt time.Time, ev []string) promise.Verdict {
-	const id = "proxy.fault.only-peer-gone"
-	if v := underFault(id, "requests through "+entry+" with "+gone+" stopped", len(as)); v != nil {
-		return *v
-	}
-	codes := Codes(as)
-	var bad, causes []string
-	for _, a := range as {
-		switch {
-		case a.Took >= timeout || a.Code == 0:
-			bad = append(bad, "no answer: "+a.String())
-			causes = append(causes, promise.UnknownCause)
-		case a.Code == 200:
-			bad = append(bad, "served although nothing serves it: "+a.String())
-			causes = append(causes, promise.UnknownCause)
-		}
-	}
-	if n := codes[404]; n > 0 {
-		bad = append(bad, fmt.Sprintf("%d of %d answered 404, not 503", n, len(as)))
-		causes = append(causes, notFoundCauses(as, goneAt, CauseNoCapablePeer)...)
-	}
-	if len(bad) > 0 {
-		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev, Causes: causes,
-			Reason: fmt.Sprintf("with its only capable peer %s stopped, %s: %s", gone, entry, strings.Join(bad[:min(3, len(bad))], "; "))}
-	}
-	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: ev}
 }

@@ -6,18 +6,12 @@
 package report
 
 import (
-	"bytes"
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/skewer-k8s/skewer/harness/promise"
 )
@@ -280,79 +274,6 @@ func (r *Results) outcome() promise.Outcome {
 	return promise.Pass
 }
 
-// Coverage is how much of the catalogue a certification judged: a
-// promise is judged when some run gave it pass, fail or waived. A pass
-// on a fifth of the catalogue must not read as a pass on all of it.
-type Coverage struct {
-	Judged   int `json:"judged"`
-	Promises int `json:"promises"`
-	// Unjudged are the areas with promises no run judged.
-	Unjudged []AreaCoverage `json:"unjudged,omitempty"`
-}
-
-// AreaCoverage is how many of an area's promises no run judged.
-type AreaCoverage struct {
-	Area     string `json:"area"`
-	Unjudged int    `json:"unjudged"`
-	Promises int    `json:"promises"`
-}
-
-func (c Coverage) String() string {
-	s := fmt.Sprintf("judged %d of %d promises", c.Judged, c.Promises)
-	var parts []string
-	for _, a := range c.Unjudged {
-		parts = append(parts, fmt.Sprintf("%s %d of %d", a.Area, a.Unjudged, a.Promises))
-	}
-	if len(parts) > 0 {
-		s += "; not judged: " + strings.Join(parts, ", ")
-	}
-	return s
-}
-
-func (r *Results) coverage() Coverage {
-	judged := map[promise.ID]bool{}
-	for _, run := range r.Runs {
-		for _, p := range run.Promises {
-			if p.Outcome.Judged() {
-				judged[p.ID] = true
-			}
-		}
-	}
-	c := Coverage{}
-	byArea := map[string]*AreaCoverage{}
-	var areas []string
-	for _, p := range promise.Catalogue() {
-		c.Promises++
-		a := p.ID.Area()
-		if byArea[a] == nil {
-			byArea[a] = &AreaCoverage{Area: a}
-			areas = append(areas, a)
-		}
-		byArea[a].Promises++
-		if judged[p.ID] {
-			c.Judged++
-		} else {
-			byArea[a].Unjudged++
-		}
-	}
-	for _, a := range areas {
-		if byArea[a].Unjudged > 0 {
-			c.Unjudged = append(c.Unjudged, *byArea[a])
-		}
-	}
-	return c
-}
-
-// Headline is the verdict in one line, with its coverage: what the last
-// line of a run, the summary and the report lead with.
-func (r *Results) Headline() string {
-	s := fmt.Sprintf("skewer certify %s -> %s: %s, %s", r.From, r.To, strings.ToUpper(string(r.Outcome)), r.Coverage)
-	if r.Strict {
-		s += " (--strict: no waiver)"
-	}
-	return s
-}
-
 // Validate refuses results a report could not stand on: a run that leaves
 // out a promise of the catalogue or judges one twice, an invalid verdict,
 // a phase that ends before it starts.
@@ -434,94 +355,4 @@ func (r *Results) elsewhere(run Run, v promise.Verdict) bool {
 		}
 	}
 	return false
-}
-
-// The names Write writes in its directory.
-const (
-	ResultsFile = "results.json"
-	JUnitFile   = "junit.xml"
-	SummaryFile = "summary.md"
-	HTMLFile    = "report.html"
-)
-
-// Files are what Write writes, in the order it writes them.
-var Files = []string{ResultsFile, JUnitFile, SummaryFile, HTMLFile}
-
-// Write writes results.json, junit.xml, summary.md and report.html in dir.
-// Each file is written whole or not at all.
-func (r *Results) Write(dir string) error {
-	if want := r.outcome(); r.Outcome != want {
-		return fmt.Errorf("results say %s where the verdicts add up to %s: not written", r.Outcome, want)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	js, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := validateSchema(js); err != nil {
-		return fmt.Errorf("results do not match their schema: %w", err)
-	}
-	var junit, html bytes.Buffer
-	if err := r.JUnit(&junit); err != nil {
-		return err
-	}
-	if err := r.HTML(&html); err != nil {
-		return err
-	}
-	files := map[string][]byte{ResultsFile: append(js, '\n'), JUnitFile: junit.Bytes(), SummaryFile: []byte(r.Summary()), HTMLFile: html.Bytes()}
-	for _, name := range Files {
-		if err := writeAtomic(filepath.Join(dir, name), files[name]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// Load reads a results.json, checked against its schema and validated.
-func Load(path string) (*Results, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := validateSchema(raw); err != nil {
-		return nil, fmt.Errorf("%s does not match the results schema: %w", path, err)
-	}
-	var r Results
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if err := r.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return &r, nil
-}
-
-func validateSchema(doc []byte) error {
-	c := jsonschema.NewCompiler()
-	schema, err := jsonschema.UnmarshalJSON(bytes.NewReader(schemaJSON))
-	if err != nil {
-		return fmt.Errorf("the embedded schema: %w", err)
-	}
-	if err := c.AddResource(SchemaID, schema); err != nil {
-		return err
-	}
-	sch, err := c.Compile(SchemaID)
-	if err != nil {
-		return fmt.Errorf("the embedded schema: %w", err)
-	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
-	if err != nil {
-		return err
-	}
-	return sch.Validate(inst)
-}
-
-func writeAtomic(path string, b []byte) error {
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

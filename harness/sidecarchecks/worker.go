@@ -51,49 +51,18 @@ func (s *Sidecars) replaceWorker(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	defer done()
-	if err := s.labelPool(ctx, old.Name, ns); err != nil {
-		return nil, err
-	}
 	tc := terminationCase{grace: 30, perLine: "1ms", budget: "10s", rate: "50", mustFlush: true}
 	b := podBuilder{image: s.image, ns: ns, name: "fleet"}
-	pod := shippingPod(b, tc)
-	pod.Spec.NodeSelector = map[string]string{poolLabel: ns}
-	one := int32(1)
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: b.name, Namespace: ns},
-		Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: pod.Labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: pod.Labels}, Spec: pod.Spec}}}
-	if _, err := s.cs.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
-		return nil, err
-	}
-	first, err := s.fleetPodOn(ctx, ns, b.name, old.Name)
+	first, err := s.deployFleet(ctx, b, tc, old)
 	if err != nil {
 		return nil, err
 	}
-	if err := waitShipping(ctx, old.Node, ns, b.name); err != nil {
-		return nil, err
-	}
 	ev := []string{fmt.Sprintf("Deployment %s/%s's Pod %s ready on %s, its log agent shipping", ns, b.name, first.Name, old)}
-
-	j := s.joined
-	if j == nil {
-		j = s.join(ctx, to)
-	}
-	select {
-	case <-j.done:
-	case <-ctx.Done():
-		return ev, ctx.Err()
-	}
-	if j.err != nil {
-		return ev, fmt.Errorf("the new worker: %w", j.err)
-	}
-	node := j.node
-	ev = append(ev, fmt.Sprintf("%s joined at %s in %s, held out of scheduling until now", node.Name, to, j.took.Round(time.Second)))
-	if err := s.release(ctx, node.Name); err != nil {
+	node, line, err := s.takeJoined(ctx, to, ns)
+	if err != nil {
 		return ev, err
 	}
-	if err := s.labelPool(ctx, node.Name, ns); err != nil {
-		return ev, err
-	}
+	ev = append(ev, line)
 
 	start := time.Now()
 	if err := rollout.DrainWorker(ctx, s.c, old.Node); err != nil {
@@ -112,23 +81,82 @@ func (s *Sidecars) replaceWorker(ctx context.Context) ([]string, error) {
 	}
 	s.Kubelets[0] = Kubelet{Node: node, Version: newer} // the old one is gone
 
-	second, err := s.fleetPodOn(ctx, ns, b.name, node.Name)
+	back, err := s.cameBack(ctx, ns, b.name, node)
 	if err != nil {
 		return ev, err
 	}
-	evs, err := events(ctx, node, ns, b.name)
+	return append(ev, fmt.Sprintf("%s removed; %s", old.Name, back)), nil
+}
+
+// cameBack waits for the Deployment app's Pod ready on node, its
+// containers started in order (the log agent, the proxy, the app) and its
+// log agent shipping, and says so.
+func (s *Sidecars) cameBack(ctx context.Context, ns, app string, node cluster.Node) (string, error) {
+	second, err := s.fleetPodOn(ctx, ns, app, node.Name)
 	if err != nil {
-		return ev, err
+		return "", err
 	}
-	agent, proxy, app, err := startedInOrder(node.Name, evs)
+	evs, err := events(ctx, node, ns, app)
 	if err != nil {
-		return ev, err
+		return "", err
 	}
-	if err := waitShipping(ctx, node, ns, b.name); err != nil {
-		return ev, err
+	agent, proxy, started, err := startedInOrder(node.Name, evs)
+	if err != nil {
+		return "", err
 	}
-	return append(ev, fmt.Sprintf("%s removed; Pod %s ready on %s: the log agent, the proxy %s later, the app %s after the proxy, shipping again",
-		old.Name, second.Name, node.Name, proxy.Sub(agent).Round(time.Millisecond), app.Sub(proxy).Round(time.Millisecond))), nil
+	if err := waitShipping(ctx, node, ns, app); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("Pod %s ready on %s: the log agent, the proxy %s later, the app %s after the proxy, shipping again",
+		second.Name, node.Name, proxy.Sub(agent).Round(time.Millisecond), started.Sub(proxy).Round(time.Millisecond)), nil
+}
+
+// deployFleet runs the check's Deployment (b, shipping as tc says) on the
+// old worker, in the node pool of b's namespace, and waits until its Pod
+// is ready there and its log agent ships.
+func (s *Sidecars) deployFleet(ctx context.Context, b podBuilder, tc terminationCase, old Kubelet) (*corev1.Pod, error) {
+	if err := s.labelPool(ctx, old.Name, b.ns); err != nil {
+		return nil, err
+	}
+	pod := shippingPod(b, tc)
+	pod.Spec.NodeSelector = map[string]string{poolLabel: b.ns}
+	one := int32(1)
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: b.name, Namespace: b.ns},
+		Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: pod.Labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: pod.Labels}, Spec: pod.Spec}}}
+	if _, err := s.cs.AppsV1().Deployments(b.ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	first, err := s.fleetPodOn(ctx, b.ns, b.name, old.Name)
+	if err != nil {
+		return nil, err
+	}
+	return first, waitShipping(ctx, old.Node, b.ns, b.name)
+}
+
+// takeJoined is the new worker at version to, joined ahead by StartWorker
+// or now: once it is Ready it is let into scheduling and the node pool of
+// ns. It says how long the join took.
+func (s *Sidecars) takeJoined(ctx context.Context, to version.Version, ns string) (cluster.Node, string, error) {
+	j := s.joined
+	if j == nil {
+		j = s.join(ctx, to)
+	}
+	select {
+	case <-j.done:
+	case <-ctx.Done():
+		return cluster.Node{}, "", ctx.Err()
+	}
+	if j.err != nil {
+		return cluster.Node{}, "", fmt.Errorf("the new worker: %w", j.err)
+	}
+	if err := s.release(ctx, j.node.Name); err != nil {
+		return cluster.Node{}, "", err
+	}
+	if err := s.labelPool(ctx, j.node.Name, ns); err != nil {
+		return cluster.Node{}, "", err
+	}
+	return j.node, fmt.Sprintf("%s joined at %s in %s, held out of scheduling until now", j.node.Name, to, j.took.Round(time.Second)), nil
 }
 
 // heldTaint keeps every Pod off the worker CheckWorkerReplaced brings in
