@@ -63,9 +63,11 @@ func (m *Monitor) followJournal(node string, since time.Time) error {
 	for unit := range units {
 		args = append(args, "UNIT="+unit)
 	}
-	script := strings.Join(args, " ") + " & f=$!; cat >/dev/null; kill $f"
+	// The journal follows until stdin closes: its arguments are the
+	// script's, never pasted into it.
+	const script = `"$@" & f=$!; cat >/dev/null; kill $f`
 	lines := &lineWriter{line: func(b []byte) { m.journalLine(node, b) }}
-	cmd := run.Command("docker", "exec", "-i", node, "sh", "-c", script)
+	cmd := run.Command(append([]string{"docker", "exec", "-i", node, "sh", "-c", script, "sh"}, args...)...)
 	cmd.Stdin, cmd.Log = stdin, lines
 	err := cmd.Run(ctx)
 	if m.journals.Err() != nil || strings.Contains(fmt.Sprint(err), "No such container") || strings.Contains(fmt.Sprint(err), "is not running") {

@@ -297,7 +297,7 @@ func judgeStubborn(ev []fixtures.Event, deleted time.Time, gone time.Duration, k
 // linesIn counts the lines of a file in k's node; a file not there yet
 // has none.
 func linesIn(ctx context.Context, node cluster.Node, path string) (int, error) {
-	out, err := node.Run(ctx, "sh", "-c", "cat "+path+" 2>/dev/null | wc -l")
+	out, err := node.Run(ctx, "sh", "-c", `cat "$1" 2>/dev/null | wc -l`, "sh", path)
 	if err != nil {
 		return 0, err
 	}
