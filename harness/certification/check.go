@@ -2,15 +2,19 @@ package certification
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/harness/promise"
+	"github.com/skewer-k8s/skewer/harness/report"
 	"github.com/skewer-k8s/skewer/harness/restarts"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 	"github.com/skewer-k8s/skewer/harness/sidecarchecks"
@@ -235,12 +239,17 @@ func (r *run) judgeTogether(ctx context.Context, cs []*Check, e *Env, n int) {
 	results := make([][]promise.Verdict, len(cs))
 	slots := make(chan struct{}, n)
 	var wg sync.WaitGroup
+	phase := r.current
 	for i, c := range cs {
 		r.meanRestarts(c, e)
 		slots <- struct{}{} // in the order registered: the longest first
 		wg.Go(func() {
 			defer func() { <-slots }()
-			results[i] = c.Judge(ctx, e)
+			took := r.timed(phase, c, func() { results[i] = c.Judge(ctx, e) })
+			// Their verdicts come together at the end: say each is done.
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			fmt.Fprintf(r.out, "  ... %s judged (%s)\n", strings.Join(ids(c.IDs), ", "), took.Round(time.Second))
 		})
 	}
 	wg.Wait()
@@ -249,10 +258,49 @@ func (r *run) judgeTogether(ctx context.Context, cs []*Check, e *Env, n int) {
 	}
 }
 
-// judgeCheck runs c and keeps its verdicts.
+// judgeCheck runs c and keeps its verdicts; a check inside a phase of
+// another's is one of its steps.
 func (r *run) judgeCheck(ctx context.Context, c *Check, e *Env) {
 	r.meanRestarts(c, e)
-	r.keepVerdicts(c, c.Judge(ctx, e))
+	var vs []promise.Verdict
+	if c.Phase == nil {
+		r.timed(r.current, c, func() { vs = c.Judge(ctx, e) })
+	} else {
+		vs = c.Judge(ctx, e)
+	}
+	r.keepVerdicts(c, vs)
+}
+
+// timed runs judge, the check c, and keeps its span as a step of phase:
+// results.json and report.html show where a phase's time went.
+func (r *run) timed(phase string, c *Check, judge func()) time.Duration {
+	start := time.Now()
+	judge()
+	end := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.checkSteps == nil {
+		r.checkSteps = map[string][]report.Phase{}
+	}
+	r.checkSteps[phase] = append(r.checkSteps[phase], report.Phase{Name: "judge " + strings.Join(ids(c.IDs), ", "), Start: start, End: end})
+	return end.Sub(start)
+}
+
+// stepsOf are the checks phase ran inside it, in the order they began.
+func (r *run) stepsOf(phase string) []report.Phase {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := slices.Clone(r.checkSteps[phase])
+	slices.SortFunc(out, func(a, b report.Phase) int { return a.Start.Compare(b.Start) })
+	return out
+}
+
+func ids(in []promise.ID) []string {
+	out := make([]string, len(in))
+	for i, id := range in {
+		out[i] = string(id)
+	}
+	return out
 }
 
 // meanRestarts marks the phase under way as meant to restart what c

@@ -100,6 +100,35 @@ func TestAJudgeJudgesOnlyItsOwn(t *testing.T) {
 	}
 }
 
+// Checks run together inside a phase are its steps, each timed, and each
+// says it is done as it ends: their verdicts come only at the end.
+func TestChecksAreStepsOfTheirPhase(t *testing.T) {
+	var out bytes.Buffer
+	r := &run{in: input(t), strategy: rollout.StrategySurge, out: &out, current: "native sidecars"}
+	check := func(id promise.ID, d time.Duration) *Check {
+		return &Check{IDs: []promise.ID{id}, In: []Part{partSidecars}, Judge: func(context.Context, *Env) []promise.Verdict {
+			time.Sleep(d)
+			return []promise.Verdict{{ID: id, Outcome: promise.Pass}}
+		}}
+	}
+	r.judgeTogether(context.Background(), []*Check{check("sidecar.start.order", 60*time.Millisecond), check("sidecar.job.completes", 10*time.Millisecond)}, &Env{}, 2)
+	steps := r.stepsOf("native sidecars")
+	if len(steps) != 2 {
+		t.Fatalf("%d steps, want one per check: %+v", len(steps), steps)
+	}
+	for _, s := range steps {
+		if !strings.HasPrefix(s.Name, "judge sidecar.") || s.End.Sub(s.Start) < 10*time.Millisecond {
+			t.Errorf("step %+v: want the check named and timed", s)
+		}
+	}
+	if i, j := strings.Index(out.String(), "sidecar.job.completes judged"), strings.Index(out.String(), "sidecar.start.order judged"); i < 0 || j < i {
+		t.Errorf("each check says it is done as it ends, the shorter first:\n%s", out.String())
+	}
+	if len(r.stepsOf("another phase")) != 0 {
+		t.Error("a phase's steps are its own")
+	}
+}
+
 // A restart monitor that never started saw nothing: its promises are
 // errors, not passes over an empty record.
 func TestNoMonitorNoRestartVerdicts(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
@@ -74,6 +75,10 @@ type run struct {
 	// interrupted: a check that fails after it was cut short, not by
 	// what it judges.
 	cutShort func() bool
+	// checkSteps are the checks each phase ran inside it, as its steps
+	// (judgeCheck, judgeTogether), kept under mu: checks run together.
+	mu         sync.Mutex
+	checkSteps map[string][]report.Phase
 }
 
 // readComponents records what every node runs now, as read at when. It
@@ -163,7 +168,7 @@ func (r *run) phase(ctx context.Context, name string, fn func(context.Context) e
 	})
 	err := fn(ctx)
 	quiet()
-	p := report.Phase{Name: name, Start: start, End: time.Now(), Steps: r.rolloutSteps(name)}
+	p := report.Phase{Name: name, Start: start, End: time.Now(), Steps: append(r.rolloutSteps(name), r.stepsOf(name)...)}
 	r.scrapeMetrics(ctx, "after")
 	if err != nil {
 		p.Error = err.Error()
