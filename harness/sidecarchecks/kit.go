@@ -50,8 +50,10 @@ type Sidecars struct {
 	image    string
 	Kubelets []Kubelet
 	made     atomic.Int64
-	// joined is the worker StartWorker began joining, if it did.
+	// joined is the worker StartWorker began joining, fleet the
+	// Deployment it began running on the old one, if it did.
 	joined *aJoin
+	fleet  *aFleet
 }
 
 // New finds one node per kubelet version in c, workers first.

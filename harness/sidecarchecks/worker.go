@@ -46,18 +46,23 @@ func (s *Sidecars) replaceWorker(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	ns, done, err := s.namespace(ctx, nil)
-	if err != nil {
-		return nil, err
+	f := s.fleet
+	if f == nil {
+		f = s.deployFleet(ctx, old)
 	}
-	defer done()
-	tc := terminationCase{grace: 30, perLine: "1ms", budget: "10s", rate: "50", mustFlush: true}
-	b := podBuilder{image: s.image, ns: ns, name: "fleet"}
-	first, err := s.deployFleet(ctx, b, tc, old)
-	if err != nil {
-		return nil, err
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
-	ev := []string{fmt.Sprintf("Deployment %s/%s's Pod %s ready on %s, its log agent shipping", ns, b.name, first.Name, old)}
+	if f.cleanUp != nil {
+		defer f.cleanUp()
+	}
+	if f.err != nil {
+		return nil, f.err
+	}
+	ns, b, tc := f.ns, f.b, fleetCase
+	ev := []string{fmt.Sprintf("Deployment %s/%s's Pod %s ready on %s, its log agent shipping", ns, b.name, f.first.Name, old)}
 	node, line, err := s.takeJoined(ctx, to, ns)
 	if err != nil {
 		return ev, err
@@ -111,14 +116,45 @@ func (s *Sidecars) cameBack(ctx context.Context, ns, app string, node cluster.No
 		second.Name, node.Name, proxy.Sub(agent).Round(time.Millisecond), started.Sub(proxy).Round(time.Millisecond)), nil
 }
 
-// deployFleet runs the check's Deployment (b, shipping as tc says) on the
-// old worker, in the node pool of b's namespace, and waits until its Pod
-// is ready there and its log agent ships.
-func (s *Sidecars) deployFleet(ctx context.Context, b podBuilder, tc terminationCase, old Kubelet) (*corev1.Pod, error) {
+// fleetCase is how the fleet's log agent ships and must flush when its
+// Pod is evicted.
+var fleetCase = terminationCase{grace: 30, perLine: "1ms", budget: "10s", rate: "50", mustFlush: true}
+
+// aFleet is the check's Deployment on the old worker: done closes once
+// its Pod is ready there and its log agent ships (first), or err says why
+// not; cleanUp deletes its namespace.
+type aFleet struct {
+	done    chan struct{}
+	ns      string
+	b       podBuilder
+	first   *corev1.Pod
+	err     error
+	cleanUp func()
+}
+
+// deployFleet starts running the check's Deployment on the old worker,
+// in a namespace of its own whose node pool it is.
+func (s *Sidecars) deployFleet(ctx context.Context, old Kubelet) *aFleet {
+	f := &aFleet{done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		if f.ns, f.cleanUp, f.err = s.namespace(ctx, nil); f.err != nil {
+			return
+		}
+		f.b = podBuilder{image: s.image, ns: f.ns, name: "fleet"}
+		f.first, f.err = s.runFleet(ctx, f.b, old)
+	}()
+	return f
+}
+
+// runFleet runs the Deployment b on the old worker, in the node pool of
+// b's namespace, and waits until its Pod is ready there and its log
+// agent ships.
+func (s *Sidecars) runFleet(ctx context.Context, b podBuilder, old Kubelet) (*corev1.Pod, error) {
 	if err := s.labelPool(ctx, old.Name, b.ns); err != nil {
 		return nil, err
 	}
-	pod := shippingPod(b, tc)
+	pod := shippingPod(b, fleetCase)
 	pod.Spec.NodeSelector = map[string]string{poolLabel: b.ns}
 	one := int32(1)
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: b.name, Namespace: b.ns},
@@ -190,12 +226,14 @@ func (s *Sidecars) join(ctx context.Context, to version.Version) *aJoin {
 	return j
 }
 
-// StartWorker begins joining the worker CheckWorkerReplaced brings in,
-// so the join (40-90 s under load) runs beside the other sidecar checks
-// instead of after them; the node is held out of scheduling until that
-// check takes it. stop cancels a join still under way and waits for it:
-// the caller calls it once the checks are done, whatever they did.
-// Without an older worker to replace it joins nothing: the check says so.
+// StartWorker begins what CheckWorkerReplaced needs before it replaces
+// the old worker: the new worker's join (40-90 s under load), held out of
+// scheduling until that check takes it, and the check's Deployment on the
+// old worker - beside the other sidecar checks instead of after them (none
+// of theirs lands on the new node; the old one is drained only once they
+// are done). stop cancels what is still under way and waits for it; the
+// caller calls it once the checks are done, whatever they did. Without an
+// older worker to replace it starts nothing: the check says so.
 func (s *Sidecars) StartWorker(ctx context.Context) (stop func()) {
 	if len(s.Kubelets) < 2 || s.Kubelets[0].Role != cluster.RoleWorker {
 		return func() {}
@@ -205,10 +243,14 @@ func (s *Sidecars) StartWorker(ctx context.Context) (stop func()) {
 		return func() {}
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	s.joined = s.join(ctx, to)
+	s.joined, s.fleet = s.join(ctx, to), s.deployFleet(ctx, s.Kubelets[0])
 	return func() {
 		cancel()
 		<-s.joined.done
+		<-s.fleet.done
+		if s.fleet.cleanUp != nil {
+			s.fleet.cleanUp()
+		}
 	}
 }
 
