@@ -318,26 +318,23 @@ func one(check func(*Sidecars, context.Context) promise.Verdict) func(*Sidecars,
 func ids(ids ...promise.ID) []promise.ID { return ids }
 
 // Checks are the checks that may run together, ChecksAtOnce at a time,
-// the longest first (so no long one starts last and runs alone: the order
-// is by each check's span in session 23's run, four at a time, in
-// results.json's steps of the sidecar phase - 112, 101, 101, 83, 61, 55,
-// 47, 43, 40, 33, 33, 28, 9 s). They share nothing but the cluster: each
-// has its own namespaces, the stripping webhook mutates only the
-// namespace it is made for, and none changes a node.
+// the longest first. They share nothing but the cluster: each has its own
+// namespaces, the stripping webhook mutates only the namespace it is made
+// for, and none changes a node.
 var Checks = []Check{
+	{ids("sidecar.migration.batches", "sidecar.migration.rollback"), true, (*Sidecars).CheckMigration},
 	{ids("sidecar.migration.stop-conditions"), true, one((*Sidecars).CheckStopConditions)},
 	{ids("sidecar.termination.reverse-order", "sidecar.termination.bounded-flush"), false, (*Sidecars).CheckTermination},
-	{ids("sidecar.migration.batches", "sidecar.migration.rollback"), true, (*Sidecars).CheckMigration},
-	{ids("sidecar.resources.limits-qos"), false, one((*Sidecars).CheckLimits)},
-	{ids("sidecar.stripped.old-client"), true, one((*Sidecars).CheckOldClient)},
 	{ids("sidecar.stripped.preflight", "sidecar.stripped.shapes"), true, (*Sidecars).CheckStripped},
 	{ids("sidecar.job.completes"), false, one((*Sidecars).CheckJobs)},
 	{ids("sidecar.job.sidecar-crashes"), false, one((*Sidecars).CheckJobSidecarCrashes)},
+	{ids("sidecar.stripped.old-client"), true, one((*Sidecars).CheckOldClient)},
+	{ids("sidecar.resources.formula", "sidecar.resources.quota-admission"), false, (*Sidecars).CheckResources},
 	{ids("sidecar.start.order"), false, one((*Sidecars).CheckStartOrder)},
+	{ids("sidecar.crash.restarts-alone"), false, one((*Sidecars).CheckCrashAlone)},
+	{ids("sidecar.resources.limits-qos"), false, one((*Sidecars).CheckLimits)},
 	{ids("sidecar.readiness.gates"), false, one((*Sidecars).CheckReadinessGates)},
 	{ids("sidecar.termination.sigterm-ignored"), false, one((*Sidecars).CheckSIGTERMIgnored)},
-	{ids("sidecar.crash.restarts-alone"), false, one((*Sidecars).CheckCrashAlone)},
-	{ids("sidecar.resources.formula", "sidecar.resources.quota-admission"), false, (*Sidecars).CheckResources},
 }
 
 // Alone is the check that runs after the others, by itself: it changes
