@@ -221,7 +221,7 @@ func certifyInput(ctx context.Context, f certifyFlags, progress io.Writer) (cert
 		return certification.Input{}, err
 	}
 	in := certification.Input{
-		Pair: pair, Strategies: strategies, Only: ids(f.only, progress), Skip: ids(f.skip, progress), Shard: areas(f.shard, progress), Waivers: ws, Strict: f.strict,
+		Pair: pair, Strategies: strategies, Only: canonical(f.only, progress, promise.Canonical), Skip: canonical(f.skip, progress, promise.Canonical), Shard: canonical(f.shard, progress, promise.CanonicalArea), Waivers: ws, Strict: f.strict,
 		Profile: spec, Name: f.name, Images: images,
 		Budget: promise.Budget{MaxFailed: f.maxFailed / 100, MaxUnavailable: f.maxUnavailable, MaxUnavailableReused: f.maxUnavailableReused},
 		Retain: f.retain, Evidence: filepath.Join(f.out, evidenceDir), Out: progress, Verbosity: global.verbosity, Tool: toolInfo(),
@@ -232,30 +232,16 @@ func certifyInput(ctx context.Context, f certifyFlags, progress io.Writer) (cert
 	return in, in.Validate()
 }
 
-// ids are the promises s names, each under its current ID; a renamed one
-// is noted on w.
-func ids(s []string, w io.Writer) []promise.ID {
-	var out []promise.ID
+// canonical reads each of s, trimmed, under its current name (read:
+// promise.Canonical, promise.CanonicalArea); a renamed one is noted on w.
+func canonical[T ~string](s []string, w io.Writer, read func(T) (T, string)) []T {
+	var out []T
 	for _, v := range s {
-		id, note := promise.Canonical(promise.ID(strings.TrimSpace(v)))
+		now, note := read(T(strings.TrimSpace(v)))
 		if note != "" {
 			fmt.Fprintf(w, "note: %s\n", note)
 		}
-		out = append(out, id)
-	}
-	return out
-}
-
-// areas are the areas s names, each under its current name; a renamed
-// one is noted on w.
-func areas(s []string, w io.Writer) []string {
-	var out []string
-	for _, v := range s {
-		a, note := promise.CanonicalArea(strings.TrimSpace(v))
-		if note != "" {
-			fmt.Fprintf(w, "note: %s\n", note)
-		}
-		out = append(out, a)
+		out = append(out, now)
 	}
 	return out
 }
