@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/skewer-k8s/skewer/internal/run"
 )
@@ -146,21 +147,71 @@ func (p *plan) goBuild(ctx context.Context, gb goBuild) error {
 }
 
 // cachedDir runs build into a fresh directory named by key unless a complete
-// one exists; a marker file tells complete from interrupted.
+// one exists; a marker file tells complete from interrupted. Each build
+// writes into a temporary directory of its own beside dir, locked while it
+// runs: two runs building the same thing at once must not remove each
+// other's output (a shared dir+".tmp" did, mid-build), and what a killed
+// build left is removed by the next one, which finds it unlocked. The
+// first to finish installs its result; a later one finds it complete and
+// drops its own.
 func cachedDir(dir string, build func(dir string) error) (cached bool, err error) {
 	marker := filepath.Join(dir, ".complete")
 	if _, err := os.Stat(marker); err == nil {
 		return true, nil
 	}
-	tmp := dir + ".tmp"
-	_ = os.RemoveAll(tmp)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return false, err
+	}
+	sweepTemporary(dir)
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".tmp-")
+	if err != nil {
+		return false, err
+	}
+	defer os.RemoveAll(tmp) // nothing left once renamed
+	lock, err := lockDir(tmp)
+	if err != nil {
+		return false, err
+	}
+	defer lock.Close()
 	if err := build(tmp); err != nil {
-		_ = os.RemoveAll(tmp)
 		return false, err
 	}
 	if err := os.WriteFile(filepath.Join(tmp, ".complete"), nil, 0o644); err != nil {
 		return false, err
 	}
-	_ = os.RemoveAll(dir)
+	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp's is 0700
+		return false, err
+	}
+	if _, err := os.Stat(marker); err == nil {
+		return true, nil // another build finished first: its result stands
+	}
+	_ = os.RemoveAll(dir) // an interrupted build's leftovers
 	return false, os.Rename(tmp, dir)
+}
+
+// lockDir takes an exclusive lock on dir, held until the file is closed or
+// the process ends, however it ends.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return f, nil
+}
+
+// sweepTemporary removes the temporary directories of builds of dir that
+// no longer run (killed, or from before they were locked): a running
+// build holds its lock.
+func sweepTemporary(dir string) {
+	left, _ := filepath.Glob(dir + ".tmp*")
+	for _, d := range left {
+		if lock, err := lockDir(d); err == nil {
+			_ = os.RemoveAll(d)
+			lock.Close()
+		}
+	}
 }

@@ -162,7 +162,7 @@ func TestOpenRelease(t *testing.T) {
 			t.Errorf("%s: %v, want one line with %q", name, err, tc.want)
 		}
 	}
-	if left, _ := filepath.Glob(filepath.Join(cache, "releases", "*.tmp")); len(left) > 0 {
+	if left, _ := filepath.Glob(filepath.Join(cache, "releases", "*.tmp*")); len(left) > 0 {
 		t.Errorf("a refused tarball left %v in the cache", left)
 	}
 }

@@ -1,0 +1,78 @@
+package nodeimage
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// Two runs building the same thing at once (two certifications, a suite
+// beside make e2e) must not remove each other's output: one build's
+// start once deleted the other's half-written binaries, and that build
+// failed 31 minutes in.
+func TestCachedDirBuildsDoNotShareATemporaryDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "kubernetes-v1.36.3")
+	inA := make(chan struct{})
+	goOn := make(chan struct{})
+	errA := make(chan error, 1)
+	go func() {
+		_, err := cachedDir(dir, func(out string) error {
+			if err := os.MkdirAll(out, 0o755); err != nil { // as go build -o out/ does
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(out, "kube-apiserver"), []byte("a"), 0o644); err != nil {
+				return err
+			}
+			close(inA)
+			<-goOn
+			_, err := os.Stat(filepath.Join(out, "kube-apiserver"))
+			return err // gone if the other build took our directory
+		})
+		errA <- err
+	}()
+	<-inA
+	cached, err := cachedDir(dir, func(out string) error {
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(out, "kube-apiserver"), []byte("b"), 0o644)
+	})
+	close(goOn)
+	if err != nil || cached {
+		t.Fatalf("the second build: cached %v, %v", cached, err)
+	}
+	if err := <-errA; err != nil {
+		t.Fatalf("the first build, with the second done beside it: %v", err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "kube-apiserver"))
+	if err != nil || string(got) != "b" {
+		t.Errorf("the cache holds %q (%v), want the first complete build's", got, err)
+	}
+	if left, _ := filepath.Glob(dir + ".tmp*"); len(left) > 0 {
+		t.Errorf("temporary directories left: %v", left)
+	}
+}
+
+// What a killed build left is removed by the next build; what a running
+// build writes is not.
+func TestCachedDirSweepsOnlyDeadBuilds(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "kubernetes-v1.36.3")
+	dead, running := dir+".tmp-killed", dir+".tmp-running"
+	for _, d := range []string{dead, running, dir + ".tmp"} {
+		if err := os.MkdirAll(filepath.Join(d, "half"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lock, err := lockDir(running)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if _, err := cachedDir(dir, func(out string) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	left, _ := filepath.Glob(dir + ".tmp*")
+	if len(left) != 1 || left[0] != running {
+		t.Errorf("left %v, want only the running build's %s", left, running)
+	}
+}
