@@ -45,6 +45,13 @@ func running(name string, at time.Time, restarts int32) corev1.ContainerStatus {
 	return corev1.ContainerStatus{Name: name, RestartCount: restarts, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(at)}}}
 }
 
+// startFailed is st after a start the container runtime refused.
+func startFailed(st corev1.ContainerStatus) corev1.ContainerStatus {
+	st.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{Reason: "StartError", ExitCode: 128,
+		Message: "failed to create containerd task: ... error setting cgroup config for procHooks process: unable to freeze"}
+	return st
+}
+
 // Each judge passes on the evidence of its promise held, on both
 // kubelets: the judging the checks moved out of their gathering still
 // passes what it passed (the can-fail table in harness/certification
@@ -67,6 +74,8 @@ func TestJudgesPassWhatHolds(t *testing.T) {
 			onBoth(&corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{running("proxy", t0, 0)},
 				ContainerStatuses: []corev1.ContainerStatus{running("app", t0.Add(time.Second), 0)}}})),
 		"crash alone": JudgeCrashAlone(testKubelets, onBoth(&corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{running("proxy", t0.Add(6*time.Second), 1)},
+			ContainerStatuses: []corev1.ContainerStatus{running("app", t0, 0)}}}), onBoth(metav1.NewTime(t0)), onBoth(recorded("proxy start", "proxy crash", "proxy start"))),
+		"crash alone, one restart the runtime failed": JudgeCrashAlone(testKubelets, onBoth(&corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{startFailed(running("proxy", t0.Add(20*time.Second), 2))},
 			ContainerStatuses: []corev1.ContainerStatus{running("app", t0, 0)}}}), onBoth(metav1.NewTime(t0)), onBoth(recorded("proxy start", "proxy crash", "proxy start"))),
 		"readiness gates": JudgeReadinessGates(&appsv1.Deployment{Status: appsv1.DeploymentStatus{AvailableReplicas: 1}},
 			[]corev1.Pod{ready("web-old", "10.244.1.5", corev1.ConditionTrue), ready("web-new", "10.244.1.6", corev1.ConditionFalse)},
