@@ -85,28 +85,6 @@ func New(ctx context.Context, c *cluster.Cluster, image string) (*Sidecars, erro
 	return s, nil
 }
 
-// onEach judges id by check on every kubelet: a pass carries each one's
-// evidence; the first failure fails it, named with its kubelet. A cluster
-// whose kubelets all run one version fails it too: a side of the skew
-// would go unchecked.
-func (s *Sidecars) onEach(ctx context.Context, id promise.ID, check func(context.Context, Kubelet) ([]string, error)) promise.Verdict {
-	var ev []string
-	for _, k := range s.Kubelets {
-		lines, err := check(ctx, k)
-		if err != nil {
-			return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev, Reason: fmt.Sprintf("%s: %v", k, err)}
-		}
-		for _, l := range lines {
-			ev = append(ev, k.String()+": "+l)
-		}
-	}
-	if len(s.Kubelets) < 2 {
-		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev,
-			Reason: fmt.Sprintf("the cluster's kubelets all run %v: one side of the skew is not checked", s.Kubelets)}
-	}
-	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: ev}
-}
-
 // failed is a failed verdict that says what went wrong.
 func failed(id promise.ID, format string, args ...any) promise.Verdict {
 	return promise.Verdict{ID: id, Outcome: promise.Fail, Reason: fmt.Sprintf(format, args...)}

@@ -1,9 +1,17 @@
 package sidecarchecks
 
 import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
 // The formula of KEP-753, on the Pods the resources check makes, and on a
@@ -90,5 +98,37 @@ func TestPerPod(t *testing.T) {
 				t.Errorf("%s: events mounted with %q", c.Name, m.SubPathExpr)
 			}
 		}
+	}
+}
+
+// Run at once, the kubelets' checks overlap; the verdict reads as onEach's
+// (evidence in the kubelets' order), and a failure names every kubelet
+// that failed, not only the first.
+func TestOnEachAtOnce(t *testing.T) {
+	s := &Sidecars{Kubelets: testKubelets}
+	var running, overlapped atomic.Int32
+	both := make(chan struct{})
+	v := s.onEachAtOnce(t.Context(), "sidecar.resources.limits-qos", func(ctx context.Context, k Kubelet) ([]string, error) {
+		if running.Add(1) == int32(len(testKubelets)) {
+			close(both)
+		}
+		select {
+		case <-both:
+			overlapped.Add(1)
+		case <-time.After(5 * time.Second):
+		}
+		return []string{"held"}, nil
+	})
+	if v.Outcome != promise.Pass || overlapped.Load() != int32(len(testKubelets)) {
+		t.Fatalf("%v (%s), %d of %d checks overlapped", v.Outcome, v.Reason, overlapped.Load(), len(testKubelets))
+	}
+	if want := []string{"w1 (kubelet v1.35.4): held", "cp1 (kubelet v1.36.3): held"}; !slices.Equal(v.Evidence, want) {
+		t.Errorf("evidence %q, want %q", v.Evidence, want)
+	}
+	v = s.onEachAtOnce(t.Context(), "sidecar.resources.limits-qos", func(ctx context.Context, k Kubelet) ([]string, error) {
+		return nil, errors.New("QoS class Burstable, computed Guaranteed")
+	})
+	if v.Outcome != promise.Fail || !strings.Contains(v.Reason, "w1 (kubelet") || !strings.Contains(v.Reason, "cp1 (kubelet") {
+		t.Errorf("%v: %s, want a failure naming both kubelets", v.Outcome, v.Reason)
 	}
 }

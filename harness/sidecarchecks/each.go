@@ -1,0 +1,73 @@
+package sidecarchecks
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/skewer-k8s/skewer/harness/promise"
+)
+
+// onEach judges id by check on every kubelet, one after the other: a pass
+// carries each one's evidence; the first failure fails it, named with its
+// kubelet. A cluster whose kubelets all run one version fails it too: a
+// side of the skew would go unchecked.
+func (s *Sidecars) onEach(ctx context.Context, id promise.ID, check func(context.Context, Kubelet) ([]string, error)) promise.Verdict {
+	return s.judgeEach(id, func(i int) kubeletResult {
+		lines, err := check(ctx, s.Kubelets[i])
+		return kubeletResult{lines, err}
+	}, false)
+}
+
+// onEachAtOnce is onEach with every kubelet's check run at the same time,
+// for a check that waits on each node in turn and shares nothing between
+// them but the API (its Pods are each in a namespace of their own).
+func (s *Sidecars) onEachAtOnce(ctx context.Context, id promise.ID, check func(context.Context, Kubelet) ([]string, error)) promise.Verdict {
+	results := make([]kubeletResult, len(s.Kubelets))
+	var wg sync.WaitGroup
+	for i, k := range s.Kubelets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lines, err := check(ctx, k)
+			results[i] = kubeletResult{lines, err}
+		}()
+	}
+	wg.Wait()
+	return s.judgeEach(id, func(i int) kubeletResult { return results[i] }, true)
+}
+
+// kubeletResult is one kubelet's evidence or error.
+type kubeletResult struct {
+	lines []string
+	err   error
+}
+
+// judgeEach is onEach's verdict on the kubelets' results, read in order
+// (result runs the check when it is read, for onEach): all is true when
+// every kubelet's check ran, so an error names every kubelet that failed.
+func (s *Sidecars) judgeEach(id promise.ID, result func(int) kubeletResult, all bool) promise.Verdict {
+	var ev, reasons []string
+	for i, k := range s.Kubelets {
+		r := result(i)
+		if r.err != nil {
+			reasons = append(reasons, fmt.Sprintf("%s: %v", k, r.err))
+			if !all {
+				break
+			}
+			continue
+		}
+		for _, l := range r.lines {
+			ev = append(ev, k.String()+": "+l)
+		}
+	}
+	if len(reasons) > 0 {
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev, Reason: strings.Join(reasons, "; ")}
+	}
+	if len(s.Kubelets) < 2 {
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev,
+			Reason: fmt.Sprintf("the cluster's kubelets all run %v: one side of the skew is not checked", s.Kubelets)}
+	}
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: ev}
+}
