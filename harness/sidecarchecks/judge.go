@@ -138,6 +138,7 @@ func JudgeLimits(kubelets []Kubelet, native bool, pods map[string]*corev1.Pod, c
 // none).
 type Stopped struct {
 	Events  []fixtures.Event
+	Deleted time.Time
 	Gone    time.Duration
 	Shipped int
 	Report  string
@@ -145,7 +146,7 @@ type Stopped struct {
 
 // judgeStoppedPod is judgeStopped on what s records.
 func judgeStoppedPod(s Stopped, tc terminationCase) (string, int, error) {
-	return judgeStopped(s.Events, tc, s.Gone, func() (int, error) { return s.Shipped, nil }, func() (string, error) {
+	return judgeStopped(s.Events, tc, s.Deleted, s.Gone, func() (int, error) { return s.Shipped, nil }, func() (string, error) {
 		if s.Report == "" {
 			return "", errors.New("no report")
 		}

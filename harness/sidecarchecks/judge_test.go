@@ -124,3 +124,30 @@ func TestOneKubeletIsNotEnough(t *testing.T) {
 		t.Errorf("one kubelet: %+v", v)
 	}
 }
+
+// A Pod's grace period is counted from the kubelet's first SIGTERM, not
+// from the API's delete: a kubelet slow to notice the delete (6.6 s in a
+// certify run) does not fail the flush, a Pod held past the bound from
+// its first SIGTERM does.
+func TestTerminationCountsFromTheKubeletsFirstSIGTERM(t *testing.T) {
+	ev := recorded("app sigterm lines=1818", "proxy sigterm", "proxy exit", "log-agent sigterm buffered=1486") // from t0
+	stopped := func(noticed, held time.Duration) Stopped {
+		return Stopped{Events: ev, Deleted: t0.Add(-noticed), Gone: noticed + held, Shipped: 1000}
+	}
+	if v := JudgeBoundedFlush(testKubelets, onBoth(stopped(6600*time.Millisecond, 14600*time.Millisecond))); v.Outcome != promise.Pass {
+		t.Errorf("noticed after 6.6 s, held 14.6 s from the first SIGTERM: %v, %s", v.Outcome, v.Reason)
+	}
+	v := JudgeBoundedFlush(testKubelets, onBoth(stopped(time.Second, 22*time.Second)))
+	if v.Outcome != promise.Fail || !strings.Contains(v.Reason, "gone 22s after the kubelet's first SIGTERM (1s after the delete)") {
+		t.Errorf("held 22 s past a 6 s grace period: %v, %s", v.Outcome, v.Reason)
+	}
+	stubborn := func(noticed, held time.Duration) Stubborn {
+		return Stubborn{Events: recorded("app sigterm lines=100", "proxy sigterm ignored"), Deleted: t0.Add(-noticed), Gone: noticed + held, Kept: 100}
+	}
+	if v := JudgeSIGTERMIgnored(testKubelets, onBoth(stubborn(7*time.Second, 12*time.Second))); v.Outcome != promise.Pass {
+		t.Errorf("a stubborn sidecar's Pod noticed after 7 s, held 12 s: %v, %s", v.Outcome, v.Reason)
+	}
+	if v := JudgeSIGTERMIgnored(testKubelets, onBoth(stubborn(7*time.Second, 3*time.Second))); v.Outcome != promise.Fail || !strings.Contains(v.Reason, "killed early") {
+		t.Errorf("held 3 s of a 5 s grace period, 10 s after the delete: %v, %s", v.Outcome, v.Reason)
+	}
+}

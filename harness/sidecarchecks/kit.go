@@ -221,10 +221,9 @@ func (s *Sidecars) waitPod(ctx context.Context, budget, ns, name, what string, c
 	return pod, err
 }
 
-// waitGone waits until the Pod no longer exists and says how long that took.
-func (s *Sidecars) waitGone(ctx context.Context, ns, name string, within time.Duration) (time.Duration, error) {
-	start := time.Now()
-	err := wait.Within(ctx, wait.Budget{Timeout: within, Interval: 200 * time.Millisecond}, fmt.Sprintf("Pod %s/%s deleted", ns, name),
+// waitGone waits until the Pod no longer exists.
+func (s *Sidecars) waitGone(ctx context.Context, ns, name string, within time.Duration) error {
+	return wait.Within(ctx, wait.Budget{Timeout: within, Interval: 200 * time.Millisecond}, fmt.Sprintf("Pod %s/%s deleted", ns, name),
 		func(ctx context.Context) (bool, string, error) {
 			p, err := s.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
@@ -235,7 +234,6 @@ func (s *Sidecars) waitGone(ctx context.Context, ns, name string, within time.Du
 			}
 			return false, fmt.Sprintf("phase %s, %s", p.Status.Phase, containerStates(p)), nil
 		})
-	return time.Since(start), err
 }
 
 func podReady(p *corev1.Pod) bool {

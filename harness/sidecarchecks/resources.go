@@ -273,8 +273,7 @@ func (s *Sidecars) removePod(ctx context.Context, ns, name string) error {
 	if err := s.cs.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		return err
 	}
-	_, err := s.waitGone(ctx, ns, name, 2*time.Minute)
-	return err
+	return s.waitGone(ctx, ns, name, 2*time.Minute)
 }
 
 // effective computes a Pod's effective request of one resource the way
