@@ -69,6 +69,11 @@ func TestBadInputIsRefusedInOneLine(t *testing.T) {
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--max-failed", "NaN"}, "the share of failed requests allowed is NaN"},
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--max-failed", "-Inf"}, "the share of failed requests allowed is -Inf"},
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--max-unavailable", "-1s"}, "a bound on unavailability is negative"},
+		// A value that does not parse: what a good one looks like.
+		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--max-unavailable", "15"}, `--max-unavailable "15": want a number with its unit, as 15s, 2m or 1m30s`},
+		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--max-failed", "one"}, `--max-failed "one": want a number, as 1 or 0.5`},
+		{[]string{"rollout", "--to", "v1.36.3", "--pause-after", "first"}, `--pause-after "first": want a whole number, as 2`},
+		{[]string{"-v", "debug", "version"}, `--verbosity "debug": want a whole number, as 2`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			args := tc.args

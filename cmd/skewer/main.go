@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
 )
@@ -55,6 +56,7 @@ the Go module proxy and Debian packages. Start with: skewer certify --from v1.35
 			}
 		},
 	}
+	root.SetFlagErrorFunc(flagError)
 	pf := root.PersistentFlags()
 	pf.IntVarP(&global.verbosity, "verbosity", "v", 0, "kind's log level: 0 its status lines, 1 and up its debug output too")
 	pf.BoolVarP(&global.quiet, "quiet", "q", false, "print no progress, only results and errors")
@@ -80,6 +82,27 @@ the Go module proxy and Debian packages. Start with: skewer certify --from v1.35
 		return exitFailed
 	}
 	return 0
+}
+
+// flagError says what a good value looks like when a flag's value does not
+// parse ("15" for a duration lacks its unit), rather than Go's parse error
+// alone; the subcommands inherit it from the root.
+func flagError(_ *cobra.Command, err error) error {
+	var bad *pflag.InvalidValueError
+	if !errors.As(err, &bad) {
+		return err
+	}
+	f := bad.GetFlag()
+	want, ok := map[string]string{
+		"duration": "a number with its unit, as 15s, 2m or 1m30s",
+		"int":      "a whole number, as 2",
+		"float64":  "a number, as 1 or 0.5",
+		"bool":     "true or false",
+	}[f.Value.Type()]
+	if !ok {
+		return err
+	}
+	return fmt.Errorf("--%s %q: want %s", f.Name, bad.GetValue(), want)
 }
 
 // badInputError is input a command refused before doing anything.
