@@ -19,7 +19,7 @@ func PromisesDoc(ws promise.Waivers) string {
 		"Generated from the code (`harness/certify` catalogue, `harness/certification` runs,\n" +
 		"`clusters/waivers/upstream.yaml`); `UPDATE=1 go test ./harness/certification -run TestPromisesDoc`\n" +
 		"writes it again. A promise has one verdict per run: pass, fail, waived, error,\n" +
-		"not-applicable or not-selected (README, \"Using it\").\n")
+		"not-applicable or not-selected (README, \"Reading a verdict\").\n")
 	area := ""
 	for _, p := range promise.Catalogue() {
 		if a, _, _ := strings.Cut(string(p.ID), "."); a != area {
