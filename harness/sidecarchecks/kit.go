@@ -207,11 +207,6 @@ func (s *Sidecars) waitPod(ctx context.Context, budget, ns, name, what string, c
 	var pod *corev1.Pod
 	err := wait.For(ctx, budget, fmt.Sprintf("Pod %s/%s: %s", ns, name, what), func(ctx context.Context) (bool, string, error) {
 		p, err := s.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil && pod != nil {
-			// The Pod's last state, not only the failed read: the last
-			// read of a wait is often one its deadline cut short.
-			return false, fmt.Sprintf("phase %s, %s; then: %v", pod.Status.Phase, containerStates(pod), err), nil
-		}
 		if err != nil {
 			return false, err.Error(), nil
 		}

@@ -64,7 +64,14 @@ type poll struct {
 
 func (p *poll) check(ctx context.Context) (bool, error) {
 	done, state, err := p.cond(ctx)
-	if state != "" {
+	switch {
+	case state == "" || state == p.last:
+	case p.last != "" && p.cutShort(ctx):
+		// A look the budget cut short often sees only its own failed
+		// read (conditions report a read error as their state): keep
+		// what the look before it saw, and say what this one did.
+		p.last += "; then: " + state
+	default:
 		p.last = state
 	}
 	if err != nil && p.cutShort(ctx) {

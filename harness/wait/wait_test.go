@@ -186,3 +186,20 @@ func TestCallRefusedNearTheDeadlineIsATimeout(t *testing.T) {
 		t.Fatalf("Within = %v, want the condition's error", err)
 	}
 }
+
+// A condition that reports a failed read as its state: the last look, cut
+// short by the budget, sees only the client's refusal; the timeout still
+// says what the look before it saw.
+func TestLastLookCutShortKeepsTheStateBeforeIt(t *testing.T) {
+	cond := func(ctx context.Context) (bool, string, error) {
+		if dl, _ := ctx.Deadline(); time.Until(dl) < 100*time.Millisecond {
+			return false, "client rate limiter Wait returned an error: rate: Wait(n=1) would exceed context deadline", nil
+		}
+		return false, "phase Running, restarts=2", nil
+	}
+	err := Within(context.Background(), Budget{Timeout: 250 * time.Millisecond, Interval: 100 * time.Millisecond}, "x", cond)
+	want := "last seen: phase Running, restarts=2; then: client rate limiter Wait returned an error"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Within = %v, want it to contain %q", err, want)
+	}
+}
