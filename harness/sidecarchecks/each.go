@@ -14,10 +14,15 @@ import (
 // kubelet. A cluster whose kubelets all run one version fails it too: a
 // side of the skew would go unchecked.
 func (s *Sidecars) onEach(ctx context.Context, id promise.ID, check func(context.Context, Kubelet) ([]string, error)) promise.Verdict {
-	return s.judgeEach(id, func(i int) kubeletResult {
-		lines, err := check(ctx, s.Kubelets[i])
-		return kubeletResult{lines, err}
-	}, false)
+	var results []kubeletResult
+	for _, k := range s.Kubelets {
+		lines, err := check(ctx, k)
+		results = append(results, kubeletResult{lines, err})
+		if err != nil {
+			break
+		}
+	}
+	return s.judgeEach(id, results)
 }
 
 // onEachAtOnce is onEach with every kubelet's check run at the same time,
@@ -35,7 +40,7 @@ func (s *Sidecars) onEachAtOnce(ctx context.Context, id promise.ID, check func(c
 		}()
 	}
 	wg.Wait()
-	return s.judgeEach(id, func(i int) kubeletResult { return results[i] }, true)
+	return s.judgeEach(id, results)
 }
 
 // kubeletResult is one kubelet's evidence or error.
@@ -44,18 +49,14 @@ type kubeletResult struct {
 	err   error
 }
 
-// judgeEach is onEach's verdict on the kubelets' results, read in order
-// (result runs the check when it is read, for onEach): all is true when
-// every kubelet's check ran, so an error names every kubelet that failed.
-func (s *Sidecars) judgeEach(id promise.ID, result func(int) kubeletResult, all bool) promise.Verdict {
+// judgeEach is the verdict on the kubelets' results, in the kubelets'
+// order (onEach's stop at the first failure): every failure is named.
+func (s *Sidecars) judgeEach(id promise.ID, results []kubeletResult) promise.Verdict {
 	var ev, reasons []string
-	for i, k := range s.Kubelets {
-		r := result(i)
+	for i, r := range results {
+		k := s.Kubelets[i]
 		if r.err != nil {
 			reasons = append(reasons, fmt.Sprintf("%s: %v", k, r.err))
-			if !all {
-				break
-			}
 			continue
 		}
 		for _, l := range r.lines {
