@@ -81,21 +81,28 @@ images: deps docker build
 # (report.md, printed last, and records.json); certify's verdict, failures
 # and waivers are printed after them, so a log's tail says what failed.
 e2e: images
-	@mkdir -p $(ARTIFACTS); rc=0; \
-	./bin/skewer certify --from $(FROM) --to $(TO) --strategy surge --strict=$(STRICT) --out $(OUT) --force || rc=$$?; \
-	[ $$rc -lt 128 ] || exit $$rc; \
+	@mkdir -p $(ARTIFACTS); c=0; v=0; r=0; m=0; \
+	./bin/skewer certify --from $(FROM) --to $(TO) --strategy surge --strict=$(STRICT) --out $(OUT) --force || c=$$?; \
+	[ $$c -lt 128 ] || exit $$c; \
 	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit-vendor.xml --format testname -- \
-	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/vendor -run 'TestCertifyABrokenBuild|TestCertifyAVendorsRelease' || rc=1; \
+	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/vendor -run 'TestCertifyABrokenBuild|TestCertifyAVendorsRelease' || v=$$?; \
 	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit.xml --format testname -- \
-	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/sidecar -run TestRolloutRefused || rc=1; \
+	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/sidecar -run TestRolloutRefused || r=$$?; \
 	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit-mixed.xml --format testname -- \
-	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/smoke -args -skewer.profile=ha-mixed || rc=1; \
+	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/smoke -args -skewer.profile=ha-mixed || m=$$?; \
 	cat $(ARTIFACTS)/clusters/*/report.md 2>/dev/null; \
 	sed -n '/^## \(Not applicable\|Not selected\|.* on \)/q;p' $(OUT)/summary.md 2>/dev/null; \
 	sed -n '/^## \(Not applicable\|Not selected\|.* on \)/q;p' $(ARTIFACTS)/certify-vendor/summary.md 2>/dev/null; \
 	echo "the negative control (a build with the proxy off, expected to fail):"; sed -n '1,3p' $(ARTIFACTS)/certify-broken/summary.md 2>/dev/null; \
 	echo "certify's report: $(OUT)/report.html, the vendor build's: $(ARTIFACTS)/certify-vendor/report.html (summary.md, results.json, junit.xml beside each)"; \
-	exit $$rc
+	echo; echo "make e2e, piece by piece (a log cut short keeps its tail):"; \
+	echo "  certify surge: exit $$c; $$(sed -n '1s/^# //p' $(OUT)/summary.md 2>/dev/null)"; \
+	failed() { awk -F' name="' '/<testcase/ {split($$2, a, "\""); n = a[1]} /<failure/ {printf " %s", n}' $(ARTIFACTS)/$$1 2>/dev/null; }; \
+	echo "  suites/vendor (negative control, vendor's release): exit $$v;$$(failed junit-vendor.xml)"; \
+	echo "    vendor's release: $$(sed -n '1s/^# //p' $(ARTIFACTS)/certify-vendor/summary.md 2>/dev/null)"; \
+	echo "  suites/sidecar TestRolloutRefused: exit $$r;$$(failed junit.xml)"; \
+	echo "  suites/smoke (ha-mixed): exit $$m;$$(failed junit-mixed.xml)"; \
+	[ $$c$$v$$r$$m = 0000 ] || exit 1
 
 # Every suite, each on its own cluster: what make e2e runs of them, and
 # suites/proxy (the surge path with the proxy's checks, window by window)
