@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sync/errgroup"
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
 	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
@@ -307,49 +306,6 @@ func waitSystemd(ctx context.Context, n Node) error {
 		state := strings.TrimSpace(out)
 		return state == "running" || state == "degraded", "systemctl is-system-running: " + state, nil
 	})
-}
-
-// LoadImageTars imports image tars into every node's containerd, pinned,
-// the way the node image preloads them.
-func (c *Cluster) LoadImageTars(ctx context.Context, tars ...string) error {
-	nodes, err := c.Nodes(ctx)
-	if err != nil {
-		return err
-	}
-	return loadImageTars(ctx, nodes, tars...)
-}
-
-// loadImageTars imports into two nodes at a time: an import is a stream
-// through the Docker API and an unpack, each about half CPU and half
-// disk, so two overlap on two cores (a node's ~700 MB took 25-30 s alone,
-// session 19) where more would only queue.
-func loadImageTars(ctx context.Context, nodes []Node, tars ...string) error {
-	g, ctx := errgroup.WithContext(ctx)
-	g.SetLimit(2)
-	for _, n := range nodes {
-		g.Go(func() error {
-			for _, t := range tars {
-				if err := importTar(ctx, n, t); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
-	return g.Wait()
-}
-
-func importTar(ctx context.Context, n Node, tar string) error {
-	f, err := os.Open(tar)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if _, err := n.RunWithInput(ctx, f, "ctr", "--namespace=k8s.io", "images", "import",
-		"--label=io.cri-containerd.pinned=pinned", "--all-platforms", "--digests", "-"); err != nil {
-		return fmt.Errorf("failed to load %s into %s: %w", filepath.Base(tar), n.Name, err)
-	}
-	return nil
 }
 
 // LoadImages copies images from the host's Docker into every node, as

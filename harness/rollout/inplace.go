@@ -63,7 +63,7 @@ func inPlace(ctx context.Context, c *cluster.Cluster, in inPlaceInput) ([]Action
 	var actions []Action
 	if !in.Staged {
 		actions = append(actions, Do("load the "+target.String()+" images into every node", func(ctx context.Context, c *cluster.Cluster) error {
-			return c.LoadImageTars(ctx, in.Artifacts.ImageTars...)
+			return loadImages(ctx, c, in.Artifacts)
 		}))
 	}
 	for _, name := range old {
@@ -267,4 +267,43 @@ func installBinaries(ctx context.Context, c *cluster.Cluster, node, dir string, 
 		}
 	}
 	return nil
+}
+
+// loadImages loads the images of art into the nodes that run them, as
+// an operator pre-pulls before `kubeadm upgrade`: a control plane gets
+// every one, a worker all but the static Pods' (kube-apiserver,
+// kube-controller-manager, kube-scheduler, etcd), which kubeadm runs on
+// control planes only; kube-proxy runs on every node and CoreDNS's
+// Deployment may land on any. A node that holds an image already is not
+// given it again (cluster.LoadImageTarsFor).
+func loadImages(ctx context.Context, c *cluster.Cluster, art *nodeimage.Artifacts) error {
+	workers := workerTars(art)
+	return c.LoadImageTarsFor(ctx, func(n cluster.Node) []string {
+		if n.Role == cluster.RoleControlPlane {
+			return art.ImageTars
+		}
+		return workers
+	})
+}
+
+// workerTars are the tars of art a worker runs, in art.ImageTars' order.
+func workerTars(art *nodeimage.Artifacts) []string {
+	staticPod := map[string]bool{}
+	for ref, tar := range art.Tars {
+		name := ref
+		if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+			name = ref[:i]
+		}
+		switch name[strings.LastIndex(name, "/")+1:] {
+		case "kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd":
+			staticPod[tar] = true
+		}
+	}
+	var tars []string
+	for _, t := range art.ImageTars {
+		if !staticPod[t] {
+			tars = append(tars, t)
+		}
+	}
+	return tars
 }
