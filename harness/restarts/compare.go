@@ -2,10 +2,15 @@ package restarts
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/skewer-k8s/skewer/internal/run"
 )
 
 // comparePods records every container of after whose restart count rose
@@ -40,9 +45,19 @@ func (m *Monitor) comparePods(before, after *corev1.Pod) {
 				if !t.FinishedAt.IsZero() {
 					e.Time = t.FinishedAt.Time
 				}
+			} else if r := st.State.Running; r != nil && !r.StartedAt.IsZero() {
+				// A status sent while the node's apiserver was down reached
+				// the API late and without the last state (session 26: a
+				// scheduler whose kubelet started it again at 17:02:15, seen
+				// at 17:02:45, after the phase that restarted its apiserver).
+				// The new instance's start bounds when the old one ended.
+				e.Time = r.StartedAt.Time
+				e.Message = "the kubelet reported no last state; timed by the new instance's start"
+			} else {
+				e.Message = "the kubelet reported no last state; timed when seen"
 			}
 			i := m.add(e)
-			m.spawn(func() { m.readLogs(i, e) })
+			m.spawn(func() { m.readLogs(i, e, after.UID) })
 			continue
 		}
 		if t := st.State.Terminated; t != nil && t.Reason == "OOMKilled" && prev.State.Terminated == nil {
@@ -61,17 +76,40 @@ func statuses(p *corev1.Pod) []corev1.ContainerStatus {
 }
 
 // readLogs keeps the last lines the restarted container's previous
-// instance wrote, read at once: the Pod may be gone later.
-func (m *Monitor) readLogs(i int, e Event) {
+// instance wrote, read at once: the Pod may be gone later. Through the
+// API first; when that fails - the node's own apiserver restarting is
+// when a control-plane component restarts, and a lost lease is told by
+// these lines (Cause) - from the kubelet's file in the node, which names
+// an instance's log by its restart count.
+func (m *Monitor) readLogs(i int, e Event, uid types.UID) {
 	ctx, cancel := context.WithTimeout(m.logCtx, 10*time.Second)
 	defer cancel()
 	tail := int64(logLines)
 	raw, err := m.cs.CoreV1().Pods(e.Namespace).GetLogs(e.Pod, &corev1.PodLogOptions{Container: e.Container, Previous: true, TailLines: &tail}).DoRaw(ctx)
-	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
-	if err != nil {
-		lines = []string{"(the previous instance's log could not be read: " + err.Error() + ")"}
+	if err == nil {
+		m.setLogs(i, strings.Split(strings.TrimRight(string(raw), "\n"), "\n"))
+		return
 	}
-	m.setLogs(i, lines)
+	file := fmt.Sprintf("/var/log/pods/%s_%s_%s/%s/%d.log", e.Namespace, e.Pod, uid, e.Container, e.Count-1)
+	out, ferr := run.Command("docker", "exec", e.Node, "tail", "-n", strconv.Itoa(logLines), file).Output(ctx)
+	if ferr != nil {
+		m.setLogs(i, []string{fmt.Sprintf("(the previous instance's log could not be read: through the API: %v; from %s in the node: %v)", err, file, ferr)})
+		return
+	}
+	m.setLogs(i, criLogLines(string(out)))
+}
+
+// criLogLines are the messages of a kubelet container log file's lines
+// (CRI format: time, stream, P or F, message).
+func criLogLines(raw string) []string {
+	var lines []string
+	for _, l := range strings.Split(strings.TrimRight(raw, "\n"), "\n") {
+		if f := strings.SplitN(l, " ", 4); len(f) == 4 {
+			l = f[3]
+		}
+		lines = append(lines, l)
+	}
+	return lines
 }
 
 func ready(n *corev1.Node) *corev1.NodeCondition {

@@ -146,3 +146,55 @@ func TestEvictionIsOneEvent(t *testing.T) {
 		t.Errorf("a restart: %+v", got)
 	}
 }
+
+// A restart whose status reached the API without the last state (sent
+// while the node's apiserver was down) is timed by the new instance's
+// start, not by when the monitor saw it, and says so: session 26's
+// scheduler, started again at 17:02:15 within the phase that restarted
+// its apiserver, was seen at 17:02:45, after it, and failed the run.
+func TestARestartWithoutLastStateIsTimedByItsNewStart(t *testing.T) {
+	done, cancel := context.WithCancel(context.Background())
+	cancel() // no log reads
+	m := &Monitor{journals: done, controlPlanes: map[string]bool{}, evicted: map[types.UID]bool{}}
+	started := time.Date(2026, 12, 5, 17, 2, 15, 0, time.UTC)
+	pod := func(st corev1.ContainerStatus) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-scheduler-cp", Namespace: "kube-system", UID: "u"},
+			Spec: corev1.PodSpec{NodeName: "cp"}, Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{st}}}
+	}
+	m.comparePods(pod(corev1.ContainerStatus{Name: "kube-scheduler"}),
+		pod(corev1.ContainerStatus{Name: "kube-scheduler", RestartCount: 1,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}}}))
+	m.comparePods(pod(corev1.ContainerStatus{Name: "kube-scheduler", RestartCount: 1}),
+		pod(corev1.ContainerStatus{Name: "kube-scheduler", RestartCount: 2,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}))
+	got := m.Events()
+	if len(got) != 2 {
+		t.Fatalf("events: %+v", got)
+	}
+	if !got[0].Time.Equal(started) || !strings.Contains(got[0].String(), "no last state; timed by the new instance's start") {
+		t.Errorf("timed at %s: %s", got[0].Time, got[0])
+	}
+	if time.Since(got[1].Time) > time.Minute || !strings.Contains(got[1].String(), "timed when seen") {
+		t.Errorf("no start to time it by: %s", got[1])
+	}
+	phase := []Span{{Name: "the proxy switched off on cp", Start: started.Add(-13 * time.Second), End: started.Add(28 * time.Second),
+		Restarts: []string{ControlPlane}, Nodes: []string{"cp"}}}
+	if !Meant(phase)(got[0]) {
+		t.Errorf("a restart within the phase that restarted the node's apiserver is not meant: %s", got[0])
+	}
+}
+
+// The kubelet's file of a container's log, read when the API cannot
+// give it, yields the messages Cause reads.
+func TestCRILogLines(t *testing.T) {
+	raw := "2026-12-05T17:02:12.5Z stderr F E1205 17:02:12.5 1 server.go:319] \"Leaderelection lost\"\n" +
+		"2026-12-05T17:02:12.6Z stderr P partial line\n"
+	got := criLogLines(raw)
+	if len(got) != 2 || got[0] != `E1205 17:02:12.5 1 server.go:319] "Leaderelection lost"` || got[1] != "partial line" {
+		t.Errorf("lines: %q", got)
+	}
+	e := Event{Kind: Container, Namespace: "kube-system", Container: "kube-scheduler", ExitCode: 1, Logs: got}
+	if e.Cause() != CauseLostLeaderLease {
+		t.Errorf("cause of %q: %q", got, e.Cause())
+	}
+}

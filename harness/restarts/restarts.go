@@ -45,8 +45,9 @@ const (
 type Event struct {
 	Kind string `json:"kind"`
 	// Time is when it happened: when the previous instance ended (a
-	// terminated state's finishedAt), the unit started again, the
-	// condition changed; else when the monitor saw it.
+	// terminated state's finishedAt) or, with no last state reported, the
+	// new one started; when the unit started again, the condition
+	// changed; else when the monitor saw it.
 	Time  time.Time `json:"time"`
 	Phase string    `json:"phase"`
 	Node  string    `json:"node"`
@@ -94,7 +95,11 @@ func (e Event) String() string {
 	case OOMKilled:
 		what = fmt.Sprintf("%s/%s container %s on %s killed for memory (exit code %d)", e.Namespace, e.Pod, e.Container, e.Node, e.ExitCode)
 	default:
-		what = fmt.Sprintf("%s/%s container %s on %s restarted (count %d, exit code %d %s)", e.Namespace, e.Pod, e.Container, e.Node, e.Count, e.ExitCode, e.Reason)
+		how := fmt.Sprintf("exit code %d %s", e.ExitCode, e.Reason)
+		if e.Message != "" {
+			how = e.Message
+		}
+		what = fmt.Sprintf("%s/%s container %s on %s restarted (count %d, %s)", e.Namespace, e.Pod, e.Container, e.Node, e.Count, how)
 	}
 	return fmt.Sprintf("%s %s in phase %q", at, what, e.Phase)
 }
