@@ -132,3 +132,40 @@ func TestOnEachAtOnce(t *testing.T) {
 		t.Errorf("%v: %s, want a failure naming both kubelets", v.Outcome, v.Reason)
 	}
 }
+
+// What podCgroup's one command prints on a cgroup v1 node (a Burstable
+// Pod of the worker, its container's directory below it) and on a v2 one.
+func TestParsePodCgroup(t *testing.T) {
+	const uid = "0add0573-e59f-4216-80e7-34e00d17ac7e"
+	const pod = "kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-burstable.slice/kubelet-kubepods-burstable-pod0add0573_e59f_4216_80e7_34e00d17ac7e.slice"
+	v1 := "/sys/fs/cgroup/memory/" + pod + "/memory.limit_in_bytes:167772160\n" +
+		"/sys/fs/cgroup/memory/" + pod + "/cri-containerd-4f1e.scope/memory.limit_in_bytes:104857600\n" +
+		"/sys/fs/cgroup/cpu/" + pod + "/cpu.cfs_period_us:100000\n" +
+		"/sys/fs/cgroup/cpu/" + pod + "/cpu.cfs_quota_us:60000\n" +
+		"/sys/fs/cgroup/cpu/" + pod + "/cri-containerd-4f1e.scope/cpu.cfs_quota_us:10000\n"
+	cg, err := parsePodCgroup(v1, uid, "worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cg.qos != corev1.PodQOSBurstable || cg.cpu.String() != "600m" || cg.memory.String() != "160Mi" || cg.cpuText != "60000 per 100000 us" ||
+		cg.cpuPath != "/sys/fs/cgroup/cpu/"+pod {
+		t.Errorf("cgroup v1: %+v", cg)
+	}
+
+	v2 := "/sys/fs/cgroup/kubepods.slice/kubepods-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice/cpu.max:max 100000\n" +
+		"/sys/fs/cgroup/kubepods.slice/kubepods-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice/memory.max:max\n"
+	if cg, err := parsePodCgroup(v2, uid, "worker"); err != nil || cg.qos != corev1.PodQOSGuaranteed || cg.cpu != nil || cg.memory != nil || cg.cpuText != "max 100000" {
+		t.Errorf("cgroup v2: %+v, %v", cg, err)
+	}
+
+	for what, out := range map[string]string{
+		"nothing found":    "",
+		"containers only":  "/sys/fs/cgroup/cpu/" + pod + "/cri-containerd-4f1e.scope/cpu.cfs_quota_us:10000\n",
+		"another Pod":      strings.ReplaceAll(v1, "0add0573", "1bbd0573"),
+		"no memory cgroup": "/sys/fs/cgroup/cpu/" + pod + "/cpu.cfs_quota_us:60000\n",
+	} {
+		if _, err := parsePodCgroup(out, uid, "worker"); err == nil || !strings.Contains(err.Error(), "no cgroup with a CPU quota") {
+			t.Errorf("%s: error %v", what, err)
+		}
+	}
+}
