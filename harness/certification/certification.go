@@ -69,12 +69,13 @@ type Input struct {
 	// Budget bounds what a rollout may cost the traffic
 	// (rollout.disruption-budget).
 	Budget promise.Budget
-	// Checkpoint, when set, is given the results as they stand each time a
-	// run's verdicts are all in, before its evidence is exported and its
-	// cluster deleted (each may take minutes): what a cancelled CI job,
-	// given seconds to stop, still publishes. Incomplete unless it is the
-	// last run's and the run was not interrupted; Run's own results
-	// follow.
+	// Checkpoint, when set, is given the results as they stand after each
+	// phase of a run (what is not judged yet an error that says so) and
+	// each time a run's verdicts are all in, before its evidence is
+	// exported and its cluster deleted (each may take minutes): what a
+	// cancelled CI job, given seconds to stop - or a killed one, none -
+	// still publishes. Incomplete unless it is the last run's, all in,
+	// and the run was not interrupted; Run's own results follow.
 	Checkpoint func(*report.Results) error
 	// Verbosity is kind's log level while clusters are made (cluster.Options).
 	Verbosity int
@@ -258,22 +259,23 @@ func Run(ctx context.Context, in Input) (*report.Results, error) {
 	var cleanUp []error
 	for i, s := range in.Strategies {
 		r := &run{in: in, strategy: s, out: in.Out, images: images, newerOnly: newerOnly}
-		r.judgeAll(ctx, func(run report.Run) {
-			if in.Checkpoint == nil {
-				return
+		var keep func(report.Run, string)
+		if in.Checkpoint != nil {
+			keep = func(run report.Run, after string) {
+				var cut error
+				if ctx.Err() != nil {
+					cut = context.Cause(ctx)
+				}
+				part, err := checkpoint(res, run, in.Strategies, i, after, cut, time.Now())
+				if err == nil {
+					err = in.Checkpoint(part)
+				}
+				if err != nil && in.Out != nil {
+					fmt.Fprintf(in.Out, "results kept so far: %v\n", err)
+				}
 			}
-			var cut error
-			if ctx.Err() != nil {
-				cut = context.Cause(ctx)
-			}
-			part, err := checkpoint(res, run, in.Strategies, i, cut, time.Now())
-			if err == nil {
-				err = in.Checkpoint(part)
-			}
-			if err != nil && in.Out != nil {
-				fmt.Fprintf(in.Out, "results kept before the export: %v\n", err)
-			}
-		})
+		}
+		r.judgeAll(ctx, keep)
 		res.Runs = append(res.Runs, r.result())
 		cleanUp = append(cleanUp, r.cleanUpErr)
 		if r.newerOnly != "" {
@@ -296,13 +298,16 @@ func Run(ctx context.Context, in Input) (*report.Results, error) {
 }
 
 // checkpoint is the results so far - res, with run, the i-th of
-// strategies, its verdicts all in - as they stand at now, before run's
-// evidence is exported and its cluster deleted: incomplete when cut
-// (the interrupt) or when runs are still to come.
-func checkpoint(res *report.Results, run report.Run, strategies []rollout.Strategy, i int, cut error, now time.Time) (*report.Results, error) {
+// strategies - as they stand at now: after its phase named after, or
+// (after "") with its verdicts all in, before its evidence is exported
+// and its cluster deleted. Incomplete while the run goes on, when cut
+// (the interrupt), or when runs are still to come.
+func checkpoint(res *report.Results, run report.Run, strategies []rollout.Strategy, i int, after string, cut error, now time.Time) (*report.Results, error) {
 	part := *res
 	part.Runs = append(slices.Clone(res.Runs), run)
 	switch {
+	case after != "":
+		part.Incomplete = fmt.Sprintf("kept during run %d of %d, after its phase %q: the run went on", i+1, len(strategies), after)
 	case cut != nil:
 		part.Incomplete = fmt.Sprintf("interrupted in run %d of %d (%v): kept before its evidence was exported and its cluster deleted", i+1, len(strategies), cut)
 	case i < len(strategies)-1:

@@ -124,7 +124,7 @@ func TestNothingSelectedMakesNoCluster(t *testing.T) {
 	res := report.New(in.Pair, report.Tool{Version: "test", Go: "go", Kind: "v0"}, t0())
 	for _, s := range in.Strategies {
 		r := &run{in: in, strategy: s, out: io.Discard}
-		r.judgeAll(context.Background(), func(report.Run) { t.Error("a run that judged nothing kept results") })
+		r.judgeAll(context.Background(), func(report.Run, string) { t.Error("a run that judged nothing kept results") })
 		if r.c != nil || len(r.phases) != 0 {
 			t.Fatalf("%s: a run with nothing to judge made a cluster or ran phases: %v", s, r.phases)
 		}
@@ -343,20 +343,70 @@ func TestCheckpoint(t *testing.T) {
 	}
 	both := []rollout.Strategy{rollout.StrategySurge, rollout.StrategyInPlace}
 	res := report.New(in.Pair, report.Tool{Version: "test", Go: "go", Kind: "v0"}, t0())
-	first, err := checkpoint(res, run(rollout.StrategySurge, ""), both, 0, nil, t0().Add(time.Minute))
+	first, err := checkpoint(res, run(rollout.StrategySurge, ""), both, 0, "", nil, t0().Add(time.Minute))
 	if err != nil || first.Outcome != promise.Incomplete || !strings.Contains(first.Incomplete, "the in-place run was still to come") {
 		t.Errorf("after the first of two runs: %v, %s %q", err, first.Outcome, first.Incomplete)
 	}
 	res.Runs = append(res.Runs, run(rollout.StrategySurge, ""))
-	last, err := checkpoint(res, run(rollout.StrategyInPlace, "rollout.no-lost-writes"), both, 1, nil, t0().Add(2*time.Minute))
+	last, err := checkpoint(res, run(rollout.StrategyInPlace, "rollout.no-lost-writes"), both, 1, "", nil, t0().Add(2*time.Minute))
 	if err != nil || last.Outcome != promise.Fail || last.Incomplete != "" || len(last.Runs) != 2 {
 		t.Errorf("after the last run: %v, %s %q", err, last.Outcome, last.Incomplete)
 	}
-	cut, err := checkpoint(res, run(rollout.StrategyInPlace, ""), both, 1, context.Canceled, t0().Add(2*time.Minute))
+	cut, err := checkpoint(res, run(rollout.StrategyInPlace, ""), both, 1, "", context.Canceled, t0().Add(2*time.Minute))
 	if err != nil || cut.Outcome != promise.Incomplete || !strings.Contains(cut.Incomplete, "interrupted in run 2 of 2 (context canceled)") {
 		t.Errorf("interrupted: %v, %s %q", err, cut.Outcome, cut.Incomplete)
 	}
 	if len(res.Runs) != 1 {
 		t.Errorf("a checkpoint changed the results it started from: %d runs", len(res.Runs))
+	}
+}
+
+// After each phase of a run's transitions its results are kept as they
+// stand: what was judged, the plan's own verdicts, and every other
+// promise an error saying it was not judged yet - never a pass - so a run
+// killed outright (SIGKILL at a CI job's timeout) leaves what it judged.
+// The run's own verdicts are left as they are, and the results say the
+// run went on.
+func TestResultsAreKeptAfterEachPhase(t *testing.T) {
+	in := input(t)
+	in.Skip = []promise.ID{"sidecar.job.completes"}
+	r := &run{in: in, strategy: rollout.StrategySurge, out: io.Discard, plan: Plan(in)[rollout.StrategySurge]}
+	var kept []report.Run
+	var after []string
+	r.keepSoFar = func(run report.Run, phase string) { kept, after = append(kept, run), append(after, phase) }
+	r.judge(promise.Verdict{ID: "rollout.versions", Outcome: promise.Fail, Reason: "one at v1.35.4"})
+	if err := r.phase(context.Background(), "the mixed window: one control plane at v1.36.3", func(context.Context) error {
+		r.judge(promise.Verdict{ID: "proxy.route.verbs", Outcome: promise.Pass})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(kept) != 1 || after[0] != "the mixed window: one control plane at v1.36.3" || len(kept[0].Phases) != 1 {
+		t.Fatalf("kept %d times, after %q", len(kept), after)
+	}
+	got := map[promise.ID]promise.Verdict{}
+	for _, p := range kept[0].Promises {
+		got[p.ID] = p.Verdict
+	}
+	if len(got) != len(promise.Catalogue()) {
+		t.Errorf("%d promises kept, want every one of %d", len(got), len(promise.Catalogue()))
+	}
+	if got["proxy.route.verbs"].Outcome != promise.Pass || got["rollout.versions"].Outcome != promise.Fail {
+		t.Errorf("judged: %+v, %+v", got["proxy.route.verbs"], got["rollout.versions"])
+	}
+	if v := got["sidecar.job.completes"]; v.Outcome != promise.NotSelected {
+		t.Errorf("skipped: %+v", v)
+	}
+	if v := got["proxy.audit.complete"]; v.Outcome != promise.Error || !strings.Contains(v.Reason, `not judged yet`) ||
+		!strings.Contains(v.Reason, "the mixed window") {
+		t.Errorf("not judged yet: %+v", v)
+	}
+	if len(r.verdicts) != 2 {
+		t.Errorf("keeping the results judged %d promises of the run itself", len(r.verdicts))
+	}
+	res := report.New(in.Pair, report.Tool{Version: "test", Go: "go", Kind: "v0"}, t0())
+	part, err := checkpoint(res, kept[0], []rollout.Strategy{rollout.StrategySurge}, 0, after[0], nil, t0().Add(time.Minute))
+	if err != nil || part.Outcome != promise.Incomplete || !strings.Contains(part.Incomplete, `kept during run 1 of 1, after its phase "the mixed window`) {
+		t.Errorf("kept during the run: %v, %s %q", err, part.Outcome, part.Incomplete)
 	}
 }

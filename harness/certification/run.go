@@ -79,6 +79,13 @@ type run struct {
 	// (judgeCheck, judgeTogether), kept under mu: checks run together.
 	mu         sync.Mutex
 	checkSteps map[string][]report.Phase
+	// plan is the strategy's verdicts before any check (Plan).
+	plan []promise.Verdict
+	// keepSoFar, while the transitions run, is given the run's results
+	// as they stand after each phase (soFar), to be written out: a run
+	// killed outright (a CI job's timeout ends in SIGKILL) leaves the
+	// verdicts judged before its last phase.
+	keepSoFar func(run report.Run, after string)
 }
 
 // readComponents records what every node runs now, as read at when. It
@@ -177,6 +184,9 @@ func (r *run) phase(ctx context.Context, name string, fn func(context.Context) e
 		fmt.Fprintf(r.out, "[%s] ✓ %s (%s)\n", r.strategy, name, p.End.Sub(start).Round(time.Second))
 	}
 	r.phases = append(r.phases, p)
+	if r.keepSoFar != nil {
+		r.keepSoFar(r.soFar(), name)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
@@ -191,14 +201,19 @@ var heartbeatEvery = 30 * time.Second
 // judgeAll takes the cluster through the strategy's phases. Whatever
 // happens, the cluster goes (unless retained) and every promise ends with
 // a verdict.
-func (r *run) judgeAll(ctx context.Context, checkpoint func(report.Run)) {
+//
+// checkpoint, when set, is given the run's results after each phase of
+// the transitions with the phase's name (soFar: what is not judged yet
+// is an error saying so), and once every verdict is in with "".
+func (r *run) judgeAll(ctx context.Context, checkpoint func(run report.Run, after string)) {
 	plan := Plan(r.in)[r.strategy]
 	wanted := r.in.makesCluster(r.strategy)
 	var err error
 	if wanted {
 		r.cutShort = func() bool { return ctx.Err() != nil }
+		r.plan, r.keepSoFar = plan, checkpoint
 		err = r.transitions(ctx)
-		r.cutShort = nil
+		r.cutShort, r.keepSoFar = nil, nil
 		if r.c != nil {
 			// What the whole run recorded: judged when the cluster was made.
 			e := r.env(nil)
@@ -219,7 +234,7 @@ func (r *run) judgeAll(ctx context.Context, checkpoint func(report.Run)) {
 	if wanted && checkpoint != nil {
 		// Every verdict is in: kept before the export and the deletion,
 		// which may take minutes a cancelled CI job does not have.
-		checkpoint(r.result())
+		checkpoint(r.result(), "")
 	}
 	if wanted && r.c != nil {
 		var export func(context.Context, string) error
@@ -342,6 +357,24 @@ func (r *run) rolloutSteps(phase string) []report.Phase {
 			}
 			out = append(out, sp)
 		}
+	}
+	return out
+}
+
+// soFar is the run's results as they stand: its verdicts, and for every
+// promise of its plan not judged yet the plan's own verdict (not
+// applicable, not selected) or an error saying it was not judged yet -
+// never a pass. r's verdicts are left as they are.
+func (r *run) soFar() report.Run {
+	out := r.result()
+	for _, v := range r.plan {
+		if _, judged := r.verdicts[v.ID]; judged {
+			continue
+		}
+		if v.Outcome == promise.Pass {
+			v = promise.Errored(v.ID, "not judged yet: these results were kept while the run went on (it had got to the end of %q)", r.current)
+		}
+		out.Promises = append(out.Promises, report.Result{Verdict: v})
 	}
 	return out
 }
