@@ -118,9 +118,10 @@ suites: images
 	@cat $(ARTIFACTS)/clusters/*/report.md 2>/dev/null || true
 
 # Certify one version pair (the certification workflow's step): verdicts,
-# junit.xml, summary.md and report.html in $(OUT).
+# junit.xml, summary.md and report.html in $(OUT); DEADLINE (as 130m) stops
+# it in time to report and clean up under a CI job's timeout.
 certify: deps docker build
-	./bin/skewer certify --from $(FROM) --to $(TO) --strategy $(STRATEGY) --strict=$(STRICT) --out $(OUT) --force $(if $(SHARD),--shard $(SHARD))
+	./bin/skewer certify --from $(FROM) --to $(TO) --strategy $(STRATEGY) --strict=$(STRICT) --out $(OUT) --force $(if $(SHARD),--shard $(SHARD)) $(if $(DEADLINE),--deadline $(DEADLINE))
 
 bench: images
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 150m ./bench/...

@@ -28,7 +28,7 @@ type certifyFlags struct {
 	only, skip, gates, shard                        []string
 	images                                          givenFlags
 	maxFailed                                       float64
-	maxUnavailable, maxUnavailableReused            time.Duration
+	maxUnavailable, maxUnavailableReused, deadline  time.Duration
 	strict, retain, dryRun, list, force             bool
 }
 
@@ -93,7 +93,13 @@ is 1 when any promise failed, and when the evidence could not be exported or the
 			if err := outDir(f.out, f.force, false); err != nil {
 				return badInput(fmt.Errorf("--out: %w", err))
 			}
-			res, err := certification.Run(cmd.Context(), in)
+			ctx := cmd.Context()
+			if f.deadline > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeoutCause(ctx, f.deadline, fmt.Errorf("its --deadline of %s passed", f.deadline))
+				defer cancel()
+			}
+			res, err := certification.Run(ctx, in)
 			if res != nil {
 				if werr := res.Write(f.out); werr != nil {
 					return errors.Join(err, werr)
@@ -101,6 +107,11 @@ is 1 when any promise failed, and when the evidence could not be exported or the
 				fmt.Fprintf(cmd.ErrOrStderr(), "%s\nresults in %s (results.json, junit.xml, summary.md, report.html; evidence/: node and audit logs)\n", res.Summary(), f.out)
 				// The last line says the verdict and what it covers, even with -q.
 				fmt.Fprintln(cmd.OutOrStdout(), res.Headline())
+			}
+			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+				// Not an interrupt (130): the run stopped itself, reported
+				// and cleaned up, and is incomplete - a failure to a CI job.
+				return fmt.Errorf("certification of %s: incomplete, %w (%s)", in.Pair, context.Cause(ctx), filepath.Join(f.out, report.SummaryFile))
 			}
 			if err != nil {
 				return err
@@ -124,6 +135,7 @@ is 1 when any promise failed, and when the evidence could not be exported or the
 	fl.StringVar(&f.waivers, "waivers", "", "a file of your own waivers, added to the repository's (clusters/waivers/upstream.yaml)")
 	fl.BoolVar(&f.strict, "strict", false, "refuse every waiver: documented upstream behaviour fails its promise too")
 	fl.BoolVar(&f.retain, "retain", false, "keep each run's cluster")
+	fl.DurationVar(&f.deadline, "deadline", 0, "stop the certification this long after it starts, as Ctrl-C would, and report it incomplete (exit 1): under a CI job's timeout, leave time after it to export the evidence and delete the cluster (about a minute, at most 5 each); 0: none")
 	fl.BoolVar(&f.force, "force", false, "replace an earlier run's results and evidence in --out (refused without it: two runs' evidence must not mix)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "check the input and print what each run would judge; build and create nothing")
 	fl.BoolVar(&f.list, "list", false, "print the catalogue of promises and exit")
@@ -173,6 +185,9 @@ func certifyInput(ctx context.Context, f certifyFlags, progress io.Writer) (cert
 	}
 	if v := chosen["to"]; f.to == "" && !v.IsZero() {
 		f.to = v.String()
+	}
+	if f.deadline < 0 {
+		return certification.Input{}, fmt.Errorf("--deadline %s: want a positive duration, as 50m, or 0 for none", f.deadline)
 	}
 	if f.from == "" || f.to == "" {
 		return certification.Input{}, errors.New("certify needs --from and --to, e.g. --from v1.35.4 --to v1.36.3")

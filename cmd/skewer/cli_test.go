@@ -69,6 +69,7 @@ func TestBadInputIsRefusedInOneLine(t *testing.T) {
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--max-failed", "NaN"}, "the share of failed requests allowed is NaN"},
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--max-failed", "-Inf"}, "the share of failed requests allowed is -Inf"},
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--max-unavailable", "-1s"}, "a bound on unavailability is negative"},
+		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--deadline", "-50m"}, "--deadline -50m0s: want a positive duration, as 50m, or 0 for none"},
 		// A value that does not parse: what a good one looks like.
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--max-unavailable", "15"}, `--max-unavailable "15": want a number with its unit, as 15s, 2m or 1m30s`},
 		{[]string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--max-failed", "one"}, `--max-failed "one": want a number, as 1 or 0.5`},
