@@ -197,7 +197,7 @@ func (r *run) surgeThrough(ctx context.Context, plan surgePlan, before *corev1.C
 
 func (r *run) inPlace(ctx context.Context, before *corev1.ConfigMap) error {
 	to := r.in.Pair.To
-	if err := r.phase(ctx, fmt.Sprintf("load the %s images into every node, before the traffic", to), func(ctx context.Context) error {
+	if err := r.phase(ctx, fmt.Sprintf("load the %s images into the nodes that run them, before the traffic", to), func(ctx context.Context) error {
 		return rollout.StageImages(ctx, r.c, to, r.in.Images)
 	}); err != nil {
 		return err

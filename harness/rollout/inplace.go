@@ -62,7 +62,7 @@ func inPlace(ctx context.Context, c *cluster.Cluster, in inPlaceInput) ([]Action
 	}
 	var actions []Action
 	if !in.Staged {
-		actions = append(actions, Do("load the "+target.String()+" images into every node", func(ctx context.Context, c *cluster.Cluster) error {
+		actions = append(actions, Do("load the "+target.String()+" images into the nodes that run them", func(ctx context.Context, c *cluster.Cluster) error {
 			return loadImages(ctx, c, in.Artifacts)
 		}))
 	}

@@ -127,9 +127,10 @@ func planInPlace(ctx context.Context, c *cluster.Cluster, in RollInput, images *
 }
 
 // StageImages loads to's component images into the nodes that run them
-// (loadImages) ahead of an in-place rollout (then given Staged), as an operator pre-pulls them
-// before `kubeadm upgrade`: copying them is not the upgrade, and under a
-// rollout's traffic it was the first step's 163 s (123 s before it).
+// (loadImages) ahead of an in-place rollout (then given Staged), as an
+// operator pre-pulls them before `kubeadm upgrade`: copying them is not
+// the upgrade, and under a rollout's traffic it was the first step's
+// 163 s (123 s before it).
 func StageImages(ctx context.Context, c *cluster.Cluster, to version.Version, images *nodeimage.Resolver) error {
 	art, err := resolverOr(images, nil).Artifacts(ctx, to)
 	if err != nil {
