@@ -41,7 +41,9 @@ func (m *Monitor) comparePods(before, after *corev1.Pod) {
 			e := Event{Kind: Container, Time: time.Now(), Node: after.Spec.NodeName, Namespace: after.Namespace, Pod: after.Name,
 				Container: st.Name, Count: st.RestartCount, PodCreated: after.CreationTimestamp.Time}
 			if t := st.LastTerminationState.Terminated; t != nil {
-				e.ExitCode, e.Reason = t.ExitCode, t.Reason
+				// The message is the runtime's error for a StartError
+				// (the container never ran, so it has no lines of its own).
+				e.ExitCode, e.Reason, e.Message = t.ExitCode, t.Reason, strings.TrimSpace(t.Message)
 				if !t.FinishedAt.IsZero() {
 					e.Time = t.FinishedAt.Time
 				}
@@ -52,9 +54,9 @@ func (m *Monitor) comparePods(before, after *corev1.Pod) {
 				// at 17:02:45, after the phase that restarted its apiserver).
 				// The new instance's start bounds when the old one ended.
 				e.Time = r.StartedAt.Time
-				e.Message = "the kubelet reported no last state; timed by the new instance's start"
+				e.NoLastState = "timed by the new instance's start"
 			} else {
-				e.Message = "the kubelet reported no last state; timed when seen"
+				e.NoLastState = "timed when seen"
 			}
 			i := m.add(e)
 			m.spawn(func() { m.readLogs(i, e, after.UID) })

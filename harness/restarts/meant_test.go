@@ -198,3 +198,24 @@ func TestCRILogLines(t *testing.T) {
 		t.Errorf("cause of %q: %q", got, e.Cause())
 	}
 }
+
+// A container that never ran (StartError) has no lines of its own: the
+// runtime's error, the terminated state's message, is its evidence
+// (session 26: a fixture's StartError on the old worker, whose node the
+// run then removed, said nothing more than its reason).
+func TestAStartErrorSaysTheRuntimesError(t *testing.T) {
+	done, cancel := context.WithCancel(context.Background())
+	cancel() // no log reads
+	m := &Monitor{journals: done, controlPlanes: map[string]bool{}, evicted: map[types.UID]bool{}}
+	const msg = "failed to create containerd task: failed to create shim task: OCI runtime create failed: unable to freeze"
+	pod := func(count int32, last *corev1.ContainerStateTerminated) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "flush-loss", Namespace: "skewer-sidecar-1", UID: "u"},
+			Spec: corev1.PodSpec{NodeName: "w"}, Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "log-agent", RestartCount: count,
+				LastTerminationState: corev1.ContainerState{Terminated: last}}}}}
+	}
+	m.comparePods(pod(0, nil), pod(1, &corev1.ContainerStateTerminated{ExitCode: 128, Reason: "StartError", Message: msg + "\n"}))
+	got := m.Events()
+	if len(got) != 1 || !strings.Contains(got[0].String(), "(count 1, exit code 128 StartError: "+msg+")") {
+		t.Errorf("events: %v", got)
+	}
+}

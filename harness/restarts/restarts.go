@@ -67,8 +67,14 @@ type Event struct {
 	ExitCode int32 `json:"exitCode,omitempty"`
 	// Reason is the kubelet's or systemd's word for how it ended: Error,
 	// OOMKilled, StartError, killed, exited, KubeletNotReady, ...
-	Reason  string `json:"reason,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Message is the condition's, the eviction's or, for a container, the
+	// runtime's word on its end (a StartError's error).
 	Message string `json:"message,omitempty"`
+	// NoLastState says how a container restart the kubelet reported
+	// without its last state was timed (the new instance's start, or when
+	// seen); its exit code and reason are then unknown.
+	NoLastState string `json:"noLastState,omitempty"`
 	// Logs are the last lines the previous instance wrote; for a node
 	// that left Ready, its kubelet's last error lines.
 	Logs []string `json:"logs,omitempty"`
@@ -96,8 +102,11 @@ func (e Event) String() string {
 		what = fmt.Sprintf("%s/%s container %s on %s killed for memory (exit code %d)", e.Namespace, e.Pod, e.Container, e.Node, e.ExitCode)
 	default:
 		how := fmt.Sprintf("exit code %d %s", e.ExitCode, e.Reason)
-		if e.Message != "" {
-			how = e.Message
+		switch {
+		case e.NoLastState != "":
+			how = "the kubelet reported no last state; " + e.NoLastState
+		case e.Message != "":
+			how += ": " + e.Message
 		}
 		what = fmt.Sprintf("%s/%s container %s on %s restarted (count %d, %s)", e.Namespace, e.Pod, e.Container, e.Node, e.Count, how)
 	}
