@@ -96,12 +96,13 @@ e2e: images
 	echo "the negative control (a build with the proxy off, expected to fail):"; sed -n '1,3p' $(ARTIFACTS)/certify-broken/summary.md 2>/dev/null; \
 	echo "certify's report: $(OUT)/report.html, the vendor build's: $(ARTIFACTS)/certify-vendor/report.html (summary.md, results.json, junit.xml beside each)"; \
 	echo; echo "make e2e, piece by piece (a log cut short keeps its tail):"; \
-	echo "  certify surge: exit $$c; $$(sed -n '1s/^# //p' $(OUT)/summary.md 2>/dev/null)"; \
-	failed() { awk -F' name="' '/<testcase/ {split($$2, a, "\""); n = a[1]} /<failure/ {printf " %s", n}' $(ARTIFACTS)/$$1 2>/dev/null; }; \
-	echo "  suites/vendor (negative control, vendor's release): exit $$v;$$(failed junit-vendor.xml)"; \
-	echo "    vendor's release: $$(sed -n '1s/^# //p' $(ARTIFACTS)/certify-vendor/summary.md 2>/dev/null)"; \
-	echo "  suites/sidecar TestRolloutRefused: exit $$r;$$(failed junit.xml)"; \
-	echo "  suites/smoke (ha-mixed): exit $$m;$$(failed junit-mixed.xml)"; \
+	failed() { awk '/<testcase/ {n = $$0; sub(/.* name="/, "", n); sub(/".*/, "", n)} \
+	  /<(failure|error)/ {m = $$0; sub(/.* message="/, "", m); sub(/".*/, "", m); printf "\n      %s: %.300s", n, m}' $$1 2>/dev/null; }; \
+	echo "  certify surge: exit $$c; $$(sed -n '1s/^# //p' $(OUT)/summary.md 2>/dev/null)$$(failed $(OUT)/junit.xml)"; \
+	echo "  suites/vendor (negative control, vendor's release): exit $$v;$$(failed $(ARTIFACTS)/junit-vendor.xml)"; \
+	echo "    vendor's release: $$(sed -n '1s/^# //p' $(ARTIFACTS)/certify-vendor/summary.md 2>/dev/null)$$(failed $(ARTIFACTS)/certify-vendor/junit.xml)"; \
+	echo "  suites/sidecar TestRolloutRefused: exit $$r;$$(failed $(ARTIFACTS)/junit.xml)"; \
+	echo "  suites/smoke (ha-mixed): exit $$m;$$(failed $(ARTIFACTS)/junit-mixed.xml)"; \
 	[ $$c$$v$$r$$m = 0000 ] || exit 1
 
 # Every suite, each on its own cluster: what make e2e runs of them, and
