@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,7 +26,7 @@ import (
 
 type certifyFlags struct {
 	from, to, strategy, out, waivers, name, profile string
-	only, skip, gates, shard                        []string
+	only, skip, gates, shard, ignorePreflight       []string
 	images                                          givenFlags
 	maxFailed                                       float64
 	maxUnavailable, maxUnavailableReused, deadline  time.Duration
@@ -77,19 +78,23 @@ is 1 when any promise failed, and when the evidence could not be exported or the
 				return badInput(err)
 			}
 			// A dry run refuses the --out the run would, and touches
-			// nothing; it asks nothing of Docker either (the clusters'
-			// names are the run's to check). The run checks them before
+			// nothing; the preflight reads this machine for both, before
 			// --out is touched: a refusal changes nothing.
 			if err := outDir(f.out, f.force, true); err != nil {
 				return badInput(fmt.Errorf("--out: %w", err))
 			}
+			checks, err := in.Preflight(cmd.Context(), f.out, f.ignorePreflight)
 			if f.dryRun {
 				printPlan(cmd.OutOrStdout(), in)
-				return nil
+				fmt.Fprintf(cmd.OutOrStdout(), "\n%s\n", strings.Join(checks, "\n"))
 			}
-			if err := in.Preflight(cmd.Context()); err != nil {
+			if err != nil {
 				return badInput(err)
 			}
+			if f.dryRun {
+				return nil
+			}
+			fmt.Fprintln(cmd.ErrOrStderr(), strings.Join(checks, "\n"))
 			if err := outDir(f.out, f.force, false); err != nil {
 				return badInput(fmt.Errorf("--out: %w", err))
 			}
@@ -137,7 +142,8 @@ is 1 when any promise failed, and when the evidence could not be exported or the
 	fl.BoolVar(&f.retain, "retain", false, "keep each run's cluster")
 	fl.DurationVar(&f.deadline, "deadline", 0, "stop the certification this long after it starts, as Ctrl-C would, and report it incomplete (exit 1): under a CI job's timeout, leave time after it to export the evidence and delete the cluster (about a minute, at most 5 each); 0: none")
 	fl.BoolVar(&f.force, "force", false, "replace an earlier run's results and evidence in --out (refused without it: two runs' evidence must not mix)")
-	fl.BoolVar(&f.dryRun, "dry-run", false, "check the input and print what each run would judge; build and create nothing")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "check the input and this machine (the preflight) and print what each run would judge; build and create nothing")
+	fl.StringSliceVar(&f.ignorePreflight, "ignore-preflight-errors", nil, "preflight checks that report and do not refuse: "+strings.Join(certification.PreflightChecks, ", ")+", or all")
 	fl.BoolVar(&f.list, "list", false, "print the catalogue of promises and exit")
 	fl.StringVar(&f.name, "name", "skewer-certify", "cluster name prefix (each run adds -<strategy>)")
 	fl.StringVar(&f.profile, "profile", "ha", "the cluster profile each run starts from (3 control planes)")
@@ -185,6 +191,11 @@ func certifyInput(ctx context.Context, f certifyFlags, progress io.Writer) (cert
 	}
 	if v := chosen["to"]; f.to == "" && !v.IsZero() {
 		f.to = v.String()
+	}
+	for _, name := range f.ignorePreflight {
+		if name != "all" && !slices.Contains(certification.PreflightChecks, name) {
+			return certification.Input{}, fmt.Errorf("--ignore-preflight-errors %s: not a preflight check (want some of %s, or all)", name, strings.Join(certification.PreflightChecks, ", "))
+		}
 	}
 	if f.deadline < 0 {
 		return certification.Input{}, fmt.Errorf("--deadline %s: want a positive duration, as 50m, or 0 for none", f.deadline)

@@ -82,7 +82,7 @@ func TestBadInputIsRefusedInOneLine(t *testing.T) {
 				// Should a case's input turn out valid, it plans and
 				// exits; it must not start a certification (one did, on
 				// a cluster left behind, when --shard proxy became an area).
-				args = append(slices.Clone(args), "--dry-run")
+				args = append(slices.Clone(args), "--dry-run", "--ignore-preflight-errors=all")
 			}
 			var stdout, stderr bytes.Buffer
 			code := Run(context.Background(), args, &stdout, &stderr)
@@ -101,7 +101,7 @@ func TestBadInputIsRefusedInOneLine(t *testing.T) {
 // nothing; --list prints the catalogue.
 func TestCertifyPlans(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	if code := Run(context.Background(), []string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--strategy", "in-place", "--skip", "rollout.versions", "--dry-run"}, &stdout, &stderr); code != 0 {
+	if code := Run(context.Background(), []string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--strategy", "in-place", "--skip", "rollout.versions", "--dry-run", "--ignore-preflight-errors=all"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	out := stdout.String()
@@ -127,7 +127,7 @@ func TestCertifyPlans(t *testing.T) {
 	}
 	// A selection takes only the parts of the run it needs.
 	stdout.Reset()
-	if code := Run(context.Background(), []string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--only", "proxy.fault.peer-killed", "--dry-run"}, &stdout, &stderr); code != 0 {
+	if code := Run(context.Background(), []string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--only", "proxy.fault.peer-killed", "--dry-run", "--ignore-preflight-errors=all"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	for _, want := range []string{"surge run on cluster skewer-certify-surge: create, the mixed window, faults, rollback, the mixed window with two; judges 1 promise(s)",
@@ -139,7 +139,7 @@ func TestCertifyPlans(t *testing.T) {
 	// The proxy's promises under their old area name, as a user's CI
 	// may still give them: read, and said so.
 	stdout.Reset()
-	if code := Run(context.Background(), []string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--only", "mvp.fault.peer-killed", "--dry-run"}, &stdout, &stderr); code != 0 {
+	if code := Run(context.Background(), []string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--only", "mvp.fault.peer-killed", "--dry-run", "--ignore-preflight-errors=all"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("the old ID: exit %d: %s", code, stderr.String())
 	}
 	if !strings.Contains(stdout.String(), "judges 1 promise(s)") || !strings.Contains(stdout.String()+stderr.String(), "note: mvp.fault.peer-killed is proxy.fault.peer-killed now") {
@@ -147,7 +147,7 @@ func TestCertifyPlans(t *testing.T) {
 	}
 	stdout.Reset()
 	stderr.Reset()
-	if code := Run(context.Background(), []string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--shard", "mvp", "--dry-run"}, &stdout, &stderr); code != 0 {
+	if code := Run(context.Background(), []string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--shard", "mvp", "--dry-run", "--ignore-preflight-errors=all"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("the old shard: exit %d: %s", code, stderr.String())
 	}
 	if !strings.Contains(stdout.String()+stderr.String(), "note: area mvp is proxy now") {
@@ -226,13 +226,51 @@ func TestOutDirForce(t *testing.T) {
 // serves; what it became is said. A minor with neither is refused.
 func TestCertifyTakesAMinor(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	code := Run(context.Background(), []string{"certify", "--from", "1.35", "--to", "v1.36", "--strategy", "surge", "--dry-run"}, &stdout, &stderr)
+	code := Run(context.Background(), []string{"certify", "--from", "1.35", "--to", "v1.36", "--strategy", "surge", "--dry-run", "--ignore-preflight-errors=all"}, &stdout, &stderr)
 	if code != 0 || !strings.Contains(stdout.String(), "certify v1.35.") || !strings.Contains(stderr.String(), "--from 1.35 is v1.35.") {
 		t.Errorf("--from 1.35 --to v1.36: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
 	}
 	stderr.Reset()
-	code = Run(context.Background(), []string{"certify", "--from", "1.35", "--to", "1.99", "--dry-run"}, &stdout, &stderr)
+	code = Run(context.Background(), []string{"certify", "--from", "1.35", "--to", "1.99", "--dry-run", "--ignore-preflight-errors=all"}, &stdout, &stderr)
 	if lines := strings.Split(strings.TrimSpace(stderr.String()), "\n"); code != exitBadInput || !strings.Contains(lines[len(lines)-1], "--to 1.99: no node image of v1.99 here") {
 		t.Errorf("--to 1.99: exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+// The preflight reads the machine before anything is built or made, under
+// --dry-run too: a Docker engine that does not answer refuses the run
+// (exit 2) with what to do, unless the check is ignored; an unknown check
+// name is refused in one line.
+func TestCertifyPreflight(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "unix://"+t.TempDir()+"/no-engine.sock")
+	out := t.TempDir() + "/results"
+	args := []string{"certify", "--from", "v1.35.4", "--to", "v1.36.3", "--strategy", "surge", "--out", out}
+	var stdout, stderr bytes.Buffer
+	for _, dry := range []bool{true, false} {
+		a := args
+		if dry {
+			a = append(slices.Clone(args), "--dry-run")
+		}
+		stdout.Reset()
+		stderr.Reset()
+		if code := Run(context.Background(), a, &stdout, &stderr); code != 2 ||
+			!strings.Contains(stderr.String(), "[preflight] docker: no Docker engine answers") ||
+			!strings.Contains(stderr.String(), "--ignore-preflight-errors=docker goes on regardless") {
+			t.Errorf("dry run %v, no engine: exit %d, want 2 and the docker check's refusal:\n%s%s", dry, code, stdout.String(), stderr.String())
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Errorf("dry run %v: a refused run made --out: %v", dry, err)
+		}
+	}
+	stdout.Reset()
+	if code := Run(context.Background(), append(slices.Clone(args), "--dry-run", "--ignore-preflight-errors", "docker"), &stdout, &stderr); code != 0 ||
+		!strings.Contains(stdout.String(), "[preflight] docker: ignored: no Docker engine answers") ||
+		!strings.Contains(stdout.String(), "[preflight] clusters, containers, root: not checked") {
+		t.Errorf("the docker check ignored: exit %d:\n%s%s", code, stdout.String(), stderr.String())
+	}
+	stderr.Reset()
+	if code := Run(context.Background(), append(slices.Clone(args), "--dry-run", "--ignore-preflight-errors", "dsik"), &stdout, &stderr); code != 2 ||
+		!strings.Contains(stderr.String(), "--ignore-preflight-errors dsik: not a preflight check (want some of docker, clusters, containers, root, disk, memory, or all)") {
+		t.Errorf("an unknown check: exit %d: %s", code, stderr.String())
 	}
 }

@@ -33,14 +33,14 @@ func TestCertifyGivenNodeImages(t *testing.T) {
 		{[]string{"--node-image", "sideways=" + vendor}, "the key is from, to or a version"},
 	} {
 		var stdout, stderr bytes.Buffer
-		args := append([]string{"certify", "--from", "v1.35.4", "--dry-run"}, tc.args...)
+		args := append([]string{"certify", "--from", "v1.35.4", "--dry-run", "--ignore-preflight-errors=all"}, tc.args...)
 		code := Run(ctx, args, &stdout, &stderr)
 		if lines := strings.Split(strings.TrimSpace(stderr.String()), "\n"); code != exitBadInput || len(lines) != 1 || !strings.Contains(lines[0], tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and one line with %q", tc.args, code, stderr.String(), tc.want)
 		}
 	}
 	var stdout, stderr bytes.Buffer
-	if code := Run(ctx, []string{"certify", "--from", "v1.35.4", "--node-image", "to=" + vendor, "--strategy", "surge", "--dry-run"}, &stdout, &stderr); code != 0 ||
+	if code := Run(ctx, []string{"certify", "--from", "v1.35.4", "--node-image", "to=" + vendor, "--strategy", "surge", "--dry-run", "--ignore-preflight-errors=all"}, &stdout, &stderr); code != 0 ||
 		!strings.Contains(stdout.String(), "certify v1.35.4 -> v1.36.3-acme.2") {
 		t.Errorf("from= an image: exit %d, %q, %q", code, stdout.String(), stderr.String())
 	}
@@ -67,7 +67,7 @@ func TestCertifyGivenRelease(t *testing.T) {
 	}
 	t.Setenv("SKEWER_CACHE", t.TempDir())
 	var stdout, stderr bytes.Buffer
-	if code := Run(ctx, []string{"certify", "--from", "v1.35.4", "--kubernetes", "to=" + dir, "--dry-run"}, &stdout, &stderr); code != 0 ||
+	if code := Run(ctx, []string{"certify", "--from", "v1.35.4", "--kubernetes", "to=" + dir, "--dry-run", "--ignore-preflight-errors=all"}, &stdout, &stderr); code != 0 ||
 		!strings.Contains(stdout.String(), "certify v1.35.4 -> v1.36.3-acme.2") || !strings.Contains(stdout.String(), "in-place run on cluster") {
 		t.Errorf("to= a release: exit %d, %q, %q", code, stdout.String(), stderr.String())
 	}
@@ -81,7 +81,7 @@ func TestCertifyGivenRelease(t *testing.T) {
 		{[]string{"--to", "v1.37.2", "--kubernetes", "from=" + dir}, "carries v1.36.3-acme.2, but --from says v1.35.4"},
 	} {
 		var stdout, stderr bytes.Buffer
-		args := append([]string{"certify", "--from", "v1.35.4", "--dry-run"}, tc.args...)
+		args := append([]string{"certify", "--from", "v1.35.4", "--dry-run", "--ignore-preflight-errors=all"}, tc.args...)
 		code := Run(ctx, args, &stdout, &stderr)
 		if lines := strings.Split(strings.TrimSpace(stderr.String()), "\n"); code != exitBadInput || len(lines) != 1 || !strings.Contains(lines[0], tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and one line with %q", tc.args, code, stderr.String(), tc.want)

@@ -206,24 +206,6 @@ func (in Input) makesCluster(s rollout.Strategy) bool {
 	return slices.ContainsFunc(Plan(in)[s], func(v promise.Verdict) bool { return v.Outcome == promise.Pass })
 }
 
-// Preflight refuses, before anything is built or made, what would stop a
-// run partway: a cluster of the name a planned run makes - found at
-// create time otherwise, the in-place run's after the whole surge run.
-func (in Input) Preflight(ctx context.Context) error {
-	clusters, err := cluster.List(cluster.Options{Out: io.Discard})
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, s := range in.Strategies {
-		name := in.Name + "-" + string(s)
-		if in.makesCluster(s) && slices.ContainsFunc(clusters, func(c cluster.Summary) bool { return c.Name == name }) {
-			errs = append(errs, fmt.Errorf("a cluster named %s exists, and the %s run makes one of that name (delete it: skewer down --name %s; or give --name)", name, s, name))
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // Run certifies the pair: the node images of both versions first (nothing
 // is created if one cannot be had), then each strategy on its own cluster.
 // A run that cannot go on fails the promises it had not judged yet, with

@@ -39,28 +39,52 @@ func (p *plan) baseRef() string { return baseRepo + ":" + p.baseKey }
 // as an image, unless images of the same suite and package set exist.
 func (p *plan) rootfs(ctx context.Context) (bool, error) {
 	cached := true
-	for _, fs := range []struct {
-		repo string
-		pkgs []string
-		key  *string
-	}{
-		{nodeRootfsRepo, nodePackages, new(string)},
-		{slimRootfsRepo, slimPackages, &p.slimKey},
-	} {
-		*fs.key = cacheKey("rootfs", debianSuite, debianMirror, strings.Join(fs.pkgs, ","))
-		ref := fs.repo + ":" + *fs.key
-		if fs.repo == nodeRootfsRepo {
+	for _, fs := range rootFilesystems() {
+		ref := fs.ref()
+		switch fs.repo {
+		case nodeRootfsRepo:
 			p.nodeRootfs = ref
+		case slimRootfsRepo:
+			p.slimKey = fs.key
 		}
-		if p.imageCurrent(ctx, ref, *fs.key) {
+		if p.imageCurrent(ctx, ref, fs.key) {
 			continue
 		}
 		cached = false
-		if err := debootstrapImage(ctx, p.b.cacheDir("rootfs", *fs.key), fs.pkgs, ref, *fs.key); err != nil {
+		if err := debootstrapImage(ctx, p.b.cacheDir("rootfs", fs.key), fs.pkgs, ref, fs.key); err != nil {
 			return false, err
 		}
 	}
 	return cached, nil
+}
+
+// rootFilesystem is one Debian root filesystem image: its packages and
+// the key of its inputs.
+type rootFilesystem struct {
+	repo, key string
+	pkgs      []string
+}
+
+func (fs rootFilesystem) ref() string { return fs.repo + ":" + fs.key }
+
+func rootFilesystems() []rootFilesystem {
+	var out []rootFilesystem
+	for repo, pkgs := range map[string][]string{nodeRootfsRepo: nodePackages, slimRootfsRepo: slimPackages} {
+		out = append(out, rootFilesystem{repo: repo, pkgs: pkgs, key: cacheKey("rootfs", debianSuite, debianMirror, strings.Join(pkgs, ","))})
+	}
+	return out
+}
+
+// rootfsCached says whether both Debian root filesystems are here, made
+// from the inputs this skewer would make them from: then no build runs
+// debootstrap, the one step that needs root.
+func rootfsCached(ctx context.Context) bool {
+	for _, fs := range rootFilesystems() {
+		if !imageCurrent(ctx, fs.ref(), fs.key) {
+			return false
+		}
+	}
+	return true
 }
 
 func debootstrapImage(ctx context.Context, dir string, pkgs []string, ref, key string) error {

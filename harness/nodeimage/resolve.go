@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/skewer-k8s/skewer/harness/version"
@@ -156,6 +157,32 @@ func (r *Resolver) Check(ctx context.Context, v version.Version) error {
 		}
 	}
 	return nil
+}
+
+// Builds lists the versions whose node image would be built here: not
+// given as an image, not taken from the local images only, and not here
+// yet (a vendor's release: not yet built around).
+func (r *Resolver) Builds(ctx context.Context, vs ...version.Version) []version.Version {
+	var out []version.Version
+	for _, v := range vs {
+		ref := Ref(v)
+		if rel, ok := r.Releases[v]; ok {
+			ref = ReleaseRef(rel)
+		} else if _, ok := r.Given[v]; ok || r.Source == SourceLocal {
+			continue
+		}
+		if !docker.ImageExists(ctx, ref) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// NeedsRoot says whether building the versions in builds would run
+// debootstrap, which needs root, as a user who is not root: the Debian
+// root filesystems are not in the cache.
+func NeedsRoot(ctx context.Context, builds []version.Version) bool {
+	return len(builds) > 0 && os.Geteuid() != 0 && !rootfsCached(ctx)
 }
 
 // Resolve returns the node image for version.

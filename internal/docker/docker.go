@@ -57,6 +57,11 @@ func ServerVersion(ctx context.Context) (string, error) {
 	return run.Command("docker", "version", "--format", "{{.Server.Version}}").String(ctx)
 }
 
+// RootDir is the engine's data folder (images, containers, volumes).
+func RootDir(ctx context.Context) (string, error) {
+	return run.Command("docker", "info", "--format", "{{.DockerRootDir}}").String(ctx)
+}
+
 // Import makes an image from a root filesystem tar stream.
 func Import(ctx context.Context, rootfs io.Reader, ref string, changes ...string) error {
 	args := []string{"docker", "import"}
