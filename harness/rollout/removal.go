@@ -34,12 +34,22 @@ func drain(ctx context.Context, c *cluster.Cluster, node string) error {
 		}
 		for _, p := range pods {
 			ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
-			if err := cs.CoreV1().Pods(p.Namespace).EvictV1(ctx, ev); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsTooManyRequests(err) {
+			if err := cs.CoreV1().Pods(p.Namespace).EvictV1(ctx, ev); !evictionWaits(err) {
 				return false, "", fmt.Errorf("failed to evict %s/%s: %w", p.Namespace, p.Name, err)
 			}
 		}
 		return false, fmt.Sprintf("%d Pods still there (first: %s/%s)", len(pods), pods[0].Namespace, pods[0].Name), nil
 	})
+}
+
+// evictionWaits says whether an eviction's answer leaves the drain to
+// wait for the Pod to go: evicted, gone already, held back by a
+// disruption budget (429, asked again), or refused because its namespace
+// is being deleted - the namespace's deletion removes it, and an eviction
+// would never be admitted there (kubectl drain waits for such a Pod too).
+func evictionWaits(err error) bool {
+	return err == nil || apierrors.IsNotFound(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsForbidden(err) && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
 }
 
 func evictable(ctx context.Context, cs kubernetes.Interface, node string) ([]corev1.Pod, error) {
