@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
@@ -122,6 +123,14 @@ func (in Input) Validate() error {
 		errs = append(errs, errors.New("no cluster profile"))
 	} else if in.Profile.ControlPlanes < 3 {
 		errs = append(errs, fmt.Errorf("profile %s has %d control plane(s): a rolling replacement needs 3", in.Profile.Name, in.Profile.ControlPlanes))
+	}
+	if len(errs) == 0 && !slices.ContainsFunc(in.Strategies, in.makesCluster) {
+		// A certification that judges nothing would pass on no evidence.
+		var runs []string
+		for _, s := range in.Strategies {
+			runs = append(runs, "the "+string(s)+" run")
+		}
+		errs = append(errs, fmt.Errorf("the selection leaves nothing to judge: %s judges none of it (skewer certify --dry-run says what each run judges)", strings.Join(runs, " and ")))
 	}
 	if in.Name == "" || in.Images == nil {
 		errs = append(errs, errors.New("a certification needs a cluster name and an image resolver"))

@@ -45,6 +45,10 @@ func TestValidate(t *testing.T) {
 		{"an unknown promise", func(in *Input) { in.Skip = []promise.ID{"rollout.nope"} }, `"rollout.nope" is not a promise`},
 		{"a single control plane", func(in *Input) { in.Profile.ControlPlanes = 1 }, "needs 3"},
 		{"no images", func(in *Input) { in.Images = nil }, "image resolver"},
+		// A selection no chosen run judges would pass on nothing.
+		{"a surge-only promise in place", func(in *Input) {
+			in.Strategies, in.Only = []rollout.Strategy{rollout.StrategyInPlace}, []promise.ID{"proxy.route.verbs"}
+		}, "the selection leaves nothing to judge: the in-place run judges none of it"},
 	} {
 		in := input(t)
 		tc.edit(&in)
