@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 
 	"github.com/skewer-k8s/skewer/internal/docker"
 	"github.com/skewer-k8s/skewer/internal/run"
@@ -14,11 +12,12 @@ import (
 
 // HasImage says whether n's containerd holds ref.
 func (n Node) HasImage(ctx context.Context, ref string) (bool, error) {
-	out, err := n.Run(ctx, "ctr", "--namespace=k8s.io", "images", "ls", "-q", "name=="+ref)
+	held, err := n.images(ctx)
 	if err != nil {
 		return false, err
 	}
-	return slices.Contains(strings.Fields(out), ref), nil
+	_, ok := held[ref]
+	return ok, nil
 }
 
 // ShareImages gives each node of to every image of refs it lacks: from
@@ -34,14 +33,16 @@ func (c *Cluster) ShareImages(ctx context.Context, to []Node, tars map[string]st
 	if err != nil {
 		return err
 	}
+	held := map[string]heldImages{}
+	for _, n := range to {
+		if held[n.Name], err = n.images(ctx); err != nil {
+			return fmt.Errorf("images of %s: %w", n.Name, err)
+		}
+	}
 	for _, ref := range refs {
 		var lacking []Node
 		for _, n := range to {
-			has, err := n.HasImage(ctx, ref)
-			if err != nil {
-				return fmt.Errorf("images of %s: %w", n.Name, err)
-			}
-			if !has {
+			if _, ok := held[n.Name][ref]; !ok {
 				lacking = append(lacking, n)
 			}
 		}
