@@ -300,7 +300,11 @@ func printPlan(w io.Writer, in certification.Input) {
 		if len(judged) == 0 {
 			fmt.Fprintf(w, "\n%s run: judges nothing, makes no cluster\n", s)
 		} else {
-			fmt.Fprintf(w, "\n%s run on cluster %s-%s: %s; judges %d promise(s)\n  %s\n", s, in.Name, s, strings.Join(in.Parts(s), ", "), len(judged), strings.Join(judged, "\n  "))
+			var last string
+			if d := in.LastTook(s); d > 0 {
+				last = fmt.Sprintf("; the last whole run of these parts here took %s", d)
+			}
+			fmt.Fprintf(w, "\n%s run on cluster %s-%s: %s; judges %d promise(s)%s\n  %s\n", s, in.Name, s, strings.Join(in.Parts(s), ", "), len(judged), last, strings.Join(judged, "\n  "))
 		}
 		var reasons []string
 		for r := range notJudged {

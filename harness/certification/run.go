@@ -85,6 +85,10 @@ type run struct {
 	// killed outright (a CI job's timeout ends in SIGKILL) leaves the
 	// verdicts judged before its last phase.
 	keepSoFar func(run report.Run, after string)
+	// began is when the run made its cluster's first phase; lastTook how
+	// long the same run took here last time it ran whole (timings.go).
+	began    time.Time
+	lastTook time.Duration
 }
 
 // readComponents records what every node runs now, as read at when. It
@@ -161,7 +165,11 @@ func (r *run) measure(id promise.ID, format string, args ...any) {
 // promises the phase and the ones after it would have judged fail with it.
 func (r *run) phase(ctx context.Context, name string, fn func(context.Context) error) error {
 	start := time.Now()
-	fmt.Fprintf(r.out, "[%s] %s ...\n", r.strategy, name)
+	var at string
+	if !r.began.IsZero() {
+		at = progress(start.Sub(r.began), r.lastTook)
+	}
+	fmt.Fprintf(r.out, "[%s] %s ...%s\n", r.strategy, name, at)
 	r.current = name
 	if r.monitor != nil {
 		r.monitor.Phase(name)
@@ -209,6 +217,7 @@ func (r *run) judgeAll(ctx context.Context, checkpoint func(run report.Run, afte
 	wanted := r.in.makesCluster(r.strategy)
 	var err error
 	if wanted {
+		r.began, r.lastTook = time.Now(), r.in.LastTook(r.strategy)
 		r.cutShort = func() bool { return ctx.Err() != nil }
 		r.plan, r.keepSoFar = plan, checkpoint
 		err = r.transitions(ctx)
@@ -252,6 +261,11 @@ func (r *run) judgeAll(ctx context.Context, checkpoint func(run report.Run, afte
 			}
 		}
 		r.cleanUpErr = r.cleanUp(ctx, export, remove)
+		if err == nil && r.cleanUpErr == nil && ctx.Err() == nil {
+			if err := recordTook(TimingsFile(), r.in, r.strategy, time.Since(r.began)); err != nil {
+				fmt.Fprintf(r.out, "how long the run took is not kept for the next: %v\n", err)
+			}
+		}
 	}
 }
 
