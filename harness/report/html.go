@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"io"
 	"math"
+	"sort"
 	"strings"
 	"time"
 
@@ -40,10 +41,28 @@ type runView struct {
 	Run
 	Bars  []bar
 	Ticks []tick
-	// Promises are the run's, less those another shard's run judges
-	// (Elsewhere counts them).
-	Promises  []Result
-	Elsewhere int
+	// Promises are what the run judged (or could not), failures first,
+	// then errors, waivers and passes; NotJudged what it does not judge
+	// (not applicable, not selected), shown apart; both less those
+	// another shard's run judges (Elsewhere counts them).
+	Promises, NotJudged []Result
+	Elsewhere           int
+}
+
+// firstThingsFirst orders a run's verdicts as a release manager reads
+// them - what failed, what could not be judged, what was waived, what
+// passed, each by ID - and puts apart what the run does not judge.
+func firstThingsFirst(ps []Result) (judged, notJudged []Result) {
+	rank := map[promise.Outcome]int{promise.Fail: 0, promise.Error: 1, promise.Waived: 2, promise.Pass: 3}
+	for _, p := range ps {
+		if _, ok := rank[p.Outcome]; ok {
+			judged = append(judged, p)
+		} else {
+			notJudged = append(notJudged, p)
+		}
+	}
+	sort.SliceStable(judged, func(a, b int) bool { return rank[judged[a].Outcome] < rank[judged[b].Outcome] })
+	return judged, notJudged
 }
 
 // HTML writes report.html: one page with no outside resource (styles and
@@ -54,7 +73,9 @@ func (r *Results) HTML(w io.Writer) error {
 	for _, run := range r.Runs {
 		bs, ticks := bars(run.Phases, run.Events)
 		v := runView{Run: run, Bars: bs, Ticks: ticks}
-		v.Promises, v.Elsewhere = r.own(run)
+		own, elsewhere := r.own(run)
+		v.Promises, v.NotJudged = firstThingsFirst(own)
+		v.Elsewhere = elsewhere
 		runs = append(runs, v)
 	}
 	return page.Execute(w, map[string]any{"R": r, "Runs": runs, "Outcomes": outcomes, "Counts": r.countLine()})

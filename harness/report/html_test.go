@@ -118,6 +118,25 @@ func TestHTMLInABrowser(t *testing.T) {
 	if rows != len(promise.Catalogue()) {
 		t.Errorf("%d rows for %d promises", rows, len(promise.Catalogue()))
 	}
+	// What failed comes first, then errors, waivers and passes; what the
+	// run does not judge is apart, folded.
+	order, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('table.verdicts tr.promise')).map(r => r.dataset.outcome)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rank := map[string]int{"fail": 0, "error": 1, "waived": 2, "pass": 3}
+	for i, o := range order {
+		if _, ok := rank[o]; !ok || i > 0 && rank[order[i-1]] > rank[o] {
+			t.Errorf("verdict rows out of order at %d: %v", i, order)
+			break
+		}
+	}
+	if len(order) == 0 || order[0] != "fail" {
+		t.Errorf("the first verdict row is not the failure: %v", order)
+	}
+	if n := count(`document.querySelectorAll('details.not-judged:not([open]) tr.promise[data-outcome="not-applicable"]').length`); n != 1 {
+		t.Errorf("%d not-applicable rows folded apart, want 1", n)
+	}
 	if h := text("#host"); !strings.Contains(h, "cgroup v1 · 2 cores") {
 		t.Errorf("host line %q", h)
 	}
@@ -158,6 +177,10 @@ func TestHTMLInABrowser(t *testing.T) {
 	}
 	if id := text(`tr.promise[data-outcome="fail"] td.id`); id != "rollout.no-lost-writes" {
 		t.Errorf("the row shown for fail is %q", id)
+	}
+	click(`.filters button[data-show="not-applicable"]`)
+	if n := count(visibleRows); n != 1 {
+		t.Errorf("the not-applicable filter shows %d rows, want the one, unfolded", n)
 	}
 	click(`.filters button[data-show="all"]`)
 	if n := count(visibleRows); n != rows {
