@@ -140,13 +140,16 @@ type Stopped struct {
 	Events  []fixtures.Event
 	Deleted time.Time
 	Gone    time.Duration
+	// Ended is when its last container ended, from its status before it
+	// went; zero when no status showed every container ended.
+	Ended   time.Time
 	Shipped int
 	Report  string
 }
 
 // judgeStoppedPod is judgeStopped on what s records.
 func judgeStoppedPod(s Stopped, tc terminationCase) (string, int, error) {
-	return judgeStopped(s.Events, tc, s.Deleted, s.Gone, func() (int, error) { return s.Shipped, nil }, func() (string, error) {
+	return judgeStopped(s.Events, tc, s.Deleted, s.Gone, s.Ended, func() (int, error) { return s.Shipped, nil }, func() (string, error) {
 		if s.Report == "" {
 			return "", errors.New("no report")
 		}

@@ -141,6 +141,20 @@ func TestTerminationCountsFromTheKubeletsFirstSIGTERM(t *testing.T) {
 	if v.Outcome != promise.Fail || !strings.Contains(v.Reason, "gone 22s after the kubelet's first SIGTERM (1s after the delete)") {
 		t.Errorf("held 22 s past a 6 s grace period: %v, %s", v.Outcome, v.Reason)
 	}
+	// The runtime's end of the containers, when their status showed it,
+	// is what the grace period bounds: a Pod whose containers ended in
+	// time passes however long its object took to go (27 s in a make e2e,
+	// the last container 7.2 s after the first SIGTERM); one whose
+	// containers ran past grace and the kubelet's kill margin fails.
+	late := stopped(2700*time.Millisecond, 24300*time.Millisecond)
+	late.Ended = t0.Add(7 * time.Second) // 7.2 s, to the second
+	if v := JudgeBoundedFlush(testKubelets, onBoth(late)); v.Outcome != promise.Pass || !strings.Contains(v.Evidence[0], "its last container ended 7s after the first SIGTERM") {
+		t.Errorf("containers ended 7 s after the first SIGTERM, the Pod gone after 24.3 s: %v, %s %v", v.Outcome, v.Reason, v.Evidence)
+	}
+	late.Ended = t0.Add(9 * time.Second)
+	if v := JudgeBoundedFlush(testKubelets, onBoth(late)); v.Outcome != promise.Fail || !strings.Contains(v.Reason, "last container ended 9s after the kubelet's first SIGTERM, not within its grace period of 6s (bound 9s)") {
+		t.Errorf("a container ran 9 s past a 6 s grace period: %v, %s", v.Outcome, v.Reason)
+	}
 	stubborn := func(noticed, held time.Duration) Stubborn {
 		return Stubborn{Events: recorded("app sigterm lines=100", "proxy sigterm ignored"), Deleted: t0.Add(-noticed), Gone: noticed + held, Kept: 100}
 	}
@@ -149,5 +163,29 @@ func TestTerminationCountsFromTheKubeletsFirstSIGTERM(t *testing.T) {
 	}
 	if v := JudgeSIGTERMIgnored(testKubelets, onBoth(stubborn(7*time.Second, 3*time.Second))); v.Outcome != promise.Fail || !strings.Contains(v.Reason, "killed early") {
 		t.Errorf("held 3 s of a 5 s grace period, 10 s after the delete: %v, %s", v.Outcome, v.Reason)
+	}
+}
+
+// A Pod's containers ended when its status shows every one of them
+// terminated: the last one's end; else not known.
+func TestLastEnded(t *testing.T) {
+	ended := func(name string, at time.Time) corev1.ContainerStatus {
+		return corev1.ContainerStatus{Name: name, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{FinishedAt: metav1.NewTime(at)}}}
+	}
+	pod := &corev1.Pod{
+		Spec: corev1.PodSpec{InitContainers: []corev1.Container{{Name: "log-agent"}, {Name: "proxy"}}, Containers: []corev1.Container{{Name: "app"}}},
+		Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{ended("log-agent", t0.Add(7*time.Second)), ended("proxy", t0.Add(2*time.Second))},
+			ContainerStatuses: []corev1.ContainerStatus{ended("app", t0)}},
+	}
+	if got := lastEnded(pod); !got.Equal(t0.Add(7 * time.Second)) {
+		t.Errorf("all ended: %v, want the log agent's end", got)
+	}
+	pod.Status.InitContainerStatuses[1] = running("proxy", t0, 0)
+	if got := lastEnded(pod); !got.IsZero() {
+		t.Errorf("the proxy still running: %v, want not known", got)
+	}
+	pod.Status.InitContainerStatuses = pod.Status.InitContainerStatuses[:1]
+	if got := lastEnded(pod); !got.IsZero() || !lastEnded(nil).IsZero() {
+		t.Errorf("a status missing a container: %v, want not known", got)
 	}
 }

@@ -218,7 +218,14 @@ func (s *Sidecars) waitPod(ctx context.Context, budget, ns, name, what string, c
 
 // waitGone waits until the Pod no longer exists.
 func (s *Sidecars) waitGone(ctx context.Context, ns, name string, within time.Duration) error {
-	return wait.Within(ctx, wait.Budget{Timeout: within, Interval: 200 * time.Millisecond}, fmt.Sprintf("Pod %s/%s deleted", ns, name),
+	_, err := s.waitGoneSeen(ctx, ns, name, within)
+	return err
+}
+
+// waitGoneSeen is waitGone, and the Pod as it was last seen before it went.
+func (s *Sidecars) waitGoneSeen(ctx context.Context, ns, name string, within time.Duration) (*corev1.Pod, error) {
+	var last *corev1.Pod
+	err := wait.Within(ctx, wait.Budget{Timeout: within, Interval: 200 * time.Millisecond}, fmt.Sprintf("Pod %s/%s deleted", ns, name),
 		func(ctx context.Context) (bool, string, error) {
 			p, err := s.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
@@ -227,8 +234,34 @@ func (s *Sidecars) waitGone(ctx context.Context, ns, name string, within time.Du
 			if err != nil {
 				return false, err.Error(), nil
 			}
+			last = p
 			return false, fmt.Sprintf("phase %s, %s", p.Status.Phase, containerStates(p)), nil
 		})
+	return last, err
+}
+
+// lastEnded is when the last of a Pod's containers ended, as its runtime
+// recorded it (to the second, in the API), read from the Pod's status;
+// zero unless that status shows every container ended.
+func lastEnded(p *corev1.Pod) time.Time {
+	if p == nil {
+		return time.Time{}
+	}
+	statuses := append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...)
+	if len(statuses) == 0 || len(statuses) != len(p.Spec.InitContainers)+len(p.Spec.Containers) {
+		return time.Time{}
+	}
+	var last time.Time
+	for _, st := range statuses {
+		t := st.State.Terminated
+		if t == nil {
+			return time.Time{}
+		}
+		if t.FinishedAt.After(last) {
+			last = t.FinishedAt.Time
+		}
+	}
+	return last
 }
 
 func podReady(p *corev1.Pod) bool {

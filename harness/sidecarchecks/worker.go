@@ -73,7 +73,7 @@ func (s *Sidecars) replaceWorker(ctx context.Context) ([]string, error) {
 	if err := rollout.DrainWorker(ctx, s.c, old.Node); err != nil {
 		return ev, err
 	}
-	line, lost, err := stopped(ctx, old.Node, ns, b.name, tc, start, time.Since(start))
+	line, lost, err := stopped(ctx, old.Node, ns, b.name, tc, start, time.Since(start), time.Time{})
 	if err == nil && lost != 0 {
 		err = fmt.Errorf("%d lines lost with time to flush them: %s", lost, line)
 	}
