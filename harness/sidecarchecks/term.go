@@ -180,21 +180,12 @@ func judgeStopped(ev []fixtures.Event, tc terminationCase, deleted time.Time, go
 	if lost < 0 {
 		return "", 0, fmt.Errorf("the sink holds %d lines, more than the %d the app wrote", shipped, written)
 	}
+	ran, err := withinGrace(ev, tc, appStop, ended)
+	if err != nil {
+		return "", 0, err
+	}
 	noticed, held := killClock(deleted, gone, appStop)
-	grace := time.Duration(tc.grace) * time.Second
-	ran := "its containers' end not seen in its status"
-	if !ended.IsZero() {
-		// The grace period bounds the containers' run, and the runtime
-		// recorded its end: what the Pod's object takes after that (the
-		// sandbox torn down, the volumes, the delete through a busy API)
-		// is not the flush's.
-		took := ended.Sub(appStop)
-		if bound := grace + killMargin; took >= bound {
-			return "", 0, fmt.Errorf("the Pod's last container ended %s after the kubelet's first SIGTERM, not within its grace period of %ds (bound %s); what its containers saw: %s",
-				took.Round(100*time.Millisecond), tc.grace, bound, eventLines(ev))
-		}
-		ran = fmt.Sprintf("its last container ended %s after the first SIGTERM", took.Round(100*time.Millisecond))
-	} else if bound := grace + afterGrace; held >= bound {
+	if bound := time.Duration(tc.grace)*time.Second + afterGrace; ended.IsZero() && held >= bound {
 		return "", 0, fmt.Errorf("the Pod was gone %s after the kubelet's first SIGTERM (%s after the delete), not within its grace period of %ds (bound %s; its containers' end not seen in its status); what its containers saw: %s",
 			held.Round(100*time.Millisecond), noticed.Round(100*time.Millisecond), tc.grace, bound, eventLines(ev))
 	}
@@ -311,6 +302,24 @@ func judgeStubborn(ev []fixtures.Event, deleted time.Time, gone time.Duration, k
 	return fmt.Sprintf("grace %ds: SIGTERM to the app %s after the delete, to the sidecar %s later (ignored); the Pod gone %s after the first SIGTERM, the kubelet's kill %s after the grace period ran out at most; the app's %d lines intact",
 		stubbornGrace, noticed.Round(time.Millisecond), ignored.Sub(appStop).Round(time.Millisecond), held.Round(100*time.Millisecond),
 		(held - stubbornGrace*time.Second).Round(100*time.Millisecond), kept), nil
+}
+
+// withinGrace judges when a shippingPod's last container ended (ended;
+// zero: not seen), from the kubelet's first SIGTERM (appStop), against the
+// grace period and the kill margin, and says it. The grace period bounds
+// the containers' run, and the runtime recorded its end: what the Pod's
+// object takes after that (the sandbox torn down, the volumes, the delete
+// through a busy API) is not the flush's.
+func withinGrace(ev []fixtures.Event, tc terminationCase, appStop, ended time.Time) (string, error) {
+	if ended.IsZero() {
+		return "its containers' end not seen in its status", nil
+	}
+	took := ended.Sub(appStop)
+	if bound := time.Duration(tc.grace)*time.Second + killMargin; took >= bound {
+		return "", fmt.Errorf("the Pod's last container ended %s after the kubelet's first SIGTERM, not within its grace period of %ds (bound %s); what its containers saw: %s",
+			took.Round(100*time.Millisecond), tc.grace, bound, eventLines(ev))
+	}
+	return fmt.Sprintf("its last container ended %s after the first SIGTERM", took.Round(100*time.Millisecond)), nil
 }
 
 // killMargin is what a Pod's containers may run past its grace period:
