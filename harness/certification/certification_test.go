@@ -247,7 +247,7 @@ func t0() time.Time { return time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC) }
 // repository's waivers name is one a check reports.
 func TestWaiversNameCausesChecksGive(t *testing.T) {
 	given := map[string]bool{CauseNoCapablePeer: true, CauseServerWentDown: true, CausePeerCacheRebuilt: true, CauseTransportUncounted: true,
-		restarts.CauseStuckOnOneAPIServer: true, traffic.CauseAuthorizerNotSynced: true, CauseReverseProxyAbort: true, CauseTimeoutAbort: true}
+		restarts.CauseStuckOnOneAPIServer: true, restarts.CauseRuntimeCannotFreeze: true, traffic.CauseAuthorizerNotSynced: true, CauseReverseProxyAbort: true, CauseTimeoutAbort: true}
 	ws, err := promise.LoadWaivers(filepath.Join("..", "..", promise.UpstreamFile))
 	if err != nil {
 		t.Fatal(err)

@@ -126,3 +126,33 @@ func TestKeptFamilies(t *testing.T) {
 		}
 	}
 }
+
+// A container start the runtime failed for want of a frozen cgroup (runc
+// on cgroup v1, a certification's own run: the sidecar check's app on the
+// old worker) fails cluster.no-unexpected-restarts with that cause, read
+// from the runtime's message, and the repository's waiver covers it; an
+// unmeant restart of any other kind beside it keeps the failure.
+func TestRuntimeCannotFreezeIsWaivedAlone(t *testing.T) {
+	freeze := restarts.Event{Kind: restarts.Container, Time: t0(), Node: "w1", Namespace: "skewer-sidecar-10338-4", Pod: "terminate", Container: "app",
+		ExitCode: 128, Reason: "StartError", Message: "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: error during container init: error setting cgroup config for procHooks process: unable to freeze"}
+	never := func(restarts.Event) bool { return false }
+	ws := upstreamWaivers(t)
+	v := restarts.Check([]restarts.Event{freeze}, never)
+	if v.Outcome != promise.Fail || len(v.Causes) != 1 || v.Causes[0] != restarts.CauseRuntimeCannotFreeze {
+		t.Fatalf("the runtime's freeze failure: %s, causes %v", v.Outcome, v.Causes)
+	}
+	if w := ws.Apply(v, false); w.Outcome != promise.Waived || !strings.Contains(w.Reference, "opencontainers/runc") {
+		t.Errorf("waived: %s %s", w.Outcome, w.Reason)
+	}
+	if w := ws.Apply(v, true); w.Outcome != promise.Fail {
+		t.Errorf("--strict: %s", w.Outcome)
+	}
+	crash := freeze
+	crash.Reason, crash.ExitCode, crash.Message = "Error", 2, ""
+	for name, seen := range map[string][]restarts.Event{"a crash beside it": {freeze, crash}, "another StartError": {{Kind: restarts.Container, Time: t0(), Node: "w1", Namespace: "ns", Pod: "p", Container: "c",
+		ExitCode: 128, Reason: "StartError", Message: "exec: \"/app\": permission denied"}}} {
+		if w := ws.Apply(restarts.Check(seen, never), false); w.Outcome != promise.Fail {
+			t.Errorf("%s: %s, want the failure kept", name, w.Outcome)
+		}
+	}
+}

@@ -43,6 +43,23 @@ var controlPlaneContainers = []string{"kube-apiserver", "kube-controller-manager
 // when its own last lines say so.
 const CauseLostLeaderLease = "lost-leader-lease"
 
+// CauseRuntimeCannotFreeze is why a container's start failed when its
+// runtime, runc on a cgroup v1 host, could not freeze the container's
+// cgroup while setting it up ("error setting cgroup config for procHooks
+// process: unable to freeze", a StartError, exit 128): the kubelet starts
+// it again. It is the runtime's, on this host, not the kubelet's or the
+// control plane's under test; read from the runtime's own message.
+const CauseRuntimeCannotFreeze = "runtime-cannot-freeze"
+
+// runtimeCause is the cause a container's end names in its runtime's own
+// message, or "".
+func runtimeCause(e Event) string {
+	if e.Kind == Container && e.Reason == "StartError" && strings.Contains(e.Message, "unable to freeze") {
+		return CauseRuntimeCannotFreeze
+	}
+	return ""
+}
+
 // leaderElected are the components that exit on a lost leader lease.
 var leaderElected = []string{"kube-controller-manager", "kube-scheduler"}
 
@@ -123,7 +140,7 @@ func Meant(spans []Span) func(Event) bool {
 // StayReady's to judge.
 func Check(seen []Event, meant func(Event) bool) promise.Verdict {
 	const id = "cluster.no-unexpected-restarts"
-	var expected, unexpected []string
+	var expected, unexpected, causes []string
 	for _, e := range seen {
 		if e.Kind == NotReady {
 			continue
@@ -140,10 +157,17 @@ func Check(seen []Event, meant func(Event) bool) promise.Verdict {
 		if len(e.Logs) > 0 {
 			line += "; last lines: " + strings.Join(e.Logs, " | ")
 		}
+		cause := runtimeCause(e)
+		if cause == "" {
+			cause = promise.UnknownCause
+		}
+		if !slices.Contains(causes, cause) {
+			causes = append(causes, cause)
+		}
 		unexpected = append(unexpected, line)
 	}
 	if len(unexpected) > 0 {
-		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: append(unexpected, expected...),
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Causes: causes, Evidence: append(unexpected, expected...),
 			Reason: fmt.Sprintf("%d restart(s), crash(es) or eviction(s) no step meant, first: %s", len(unexpected), unexpected[0])}
 	}
 	return promise.Verdict{ID: id, Outcome: promise.Pass,
