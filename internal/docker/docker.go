@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/skewer-k8s/skewer/internal/run"
 )
@@ -113,8 +114,30 @@ func Tag(ctx context.Context, src, target string) error {
 }
 
 // Remove deletes containers by name or ID, with their anonymous volumes.
+// A kill the engine sent but saw no exit of in time (a node container's
+// systemd and every process under it, on a loaded host) is asked again,
+// up to three times: the container is dying, not refusing.
 func Remove(ctx context.Context, names ...string) error {
-	return run.Command(append([]string{"docker", "rm", "-f", "-v"}, names...)...).Run(ctx)
+	var err error
+	for try := 0; try < 3; try++ {
+		err = run.Command(append([]string{"docker", "rm", "-f", "-v"}, names...)...).Run(ctx)
+		if err == nil || !killPending(err) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-time.After(2 * time.Second):
+		case <-ctx.Done():
+			return err
+		}
+	}
+	return err
+}
+
+// killPending says the engine killed a container but had not seen it
+// exit when it gave up waiting: "tried to kill container, but did not
+// receive an exit event".
+func killPending(err error) bool {
+	return strings.Contains(err.Error(), "did not receive an exit event")
 }
 
 // Exec runs argv in a running container and returns its trimmed output.

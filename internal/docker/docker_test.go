@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -55,5 +56,18 @@ func TestRemoveImagesTakesOnlyLabelled(t *testing.T) {
 	}
 	if !ImageExists(ctx, other) {
 		t.Errorf("%s has no label and was removed", other)
+	}
+}
+
+// A removal whose kill the engine saw no exit of is asked again; any
+// other failure is not. The message is the engine's own, from a make e2e
+// whose node removal failed on a loaded host.
+func TestKillPending(t *testing.T) {
+	pending := errors.New(`command "docker rm -f -v skewer-broken-surge-control-plane3" failed: exit status 1: Error response from daemon: Could not kill running container 6c47b5cbbd02, cannot remove - tried to kill container, but did not receive an exit event`)
+	if !killPending(pending) {
+		t.Errorf("not asked again: %v", pending)
+	}
+	if other := errors.New(`command "docker rm -f -v x" failed: exit status 1: Error response from daemon: No such container: x`); killPending(other) {
+		t.Errorf("asked again: %v", other)
 	}
 }
