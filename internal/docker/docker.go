@@ -9,7 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -114,15 +117,24 @@ func Tag(ctx context.Context, src, target string) error {
 }
 
 // Remove deletes containers by name or ID, with their anonymous volumes.
-// A kill the engine sent but saw no exit of in time (a node container's
-// systemd and every process under it, on a loaded host) is asked again,
-// up to three times: the container is dying, not refusing.
+// A kill the engine sent but saw no exit of ("did not receive an exit
+// event") is asked again, up to three times, after thawing every frozen
+// cgroup v1 freezer under the containers: runc, failing to freeze a
+// container it was setting up ("unable to freeze", on a loaded cgroup v1
+// host), has been seen to leave that cgroup FROZEN, its `runc init` asleep
+// in the refrigerator, where no SIGKILL reaches it and the node container
+// can never stop.
 func Remove(ctx context.Context, names ...string) error {
 	var err error
 	for try := 0; try < 3; try++ {
 		err = run.Command(append([]string{"docker", "rm", "-f", "-v"}, names...)...).Run(ctx)
 		if err == nil || !killPending(err) || ctx.Err() != nil {
 			return err
+		}
+		for _, name := range names {
+			if id, ierr := run.Command("docker", "inspect", "--format", "{{.Id}}", name).String(ctx); ierr == nil {
+				thawFrozen(filepath.Join(freezerRoot, "docker", id))
+			}
 		}
 		select {
 		case <-time.After(2 * time.Second):
@@ -131,6 +143,25 @@ func Remove(ctx context.Context, names ...string) error {
 		}
 	}
 	return err
+}
+
+// freezerRoot is the cgroup v1 freezer hierarchy, where Docker's cgroupfs
+// driver puts a container under docker/<id>.
+var freezerRoot = "/sys/fs/cgroup/freezer"
+
+// thawFrozen writes THAWED to every freezer.state under dir that is not
+// THAWED; a hierarchy that is not there (cgroup v2) or not writable (not
+// root) is left as it is.
+func thawFrozen(dir string) {
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() != "freezer.state" {
+			return nil
+		}
+		if state, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(state)) != "THAWED" {
+			_ = os.WriteFile(path, []byte("THAWED"), 0o644)
+		}
+		return nil
+	})
 }
 
 // killPending says the engine killed a container but had not seen it

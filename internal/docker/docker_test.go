@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,4 +73,28 @@ func TestKillPending(t *testing.T) {
 	if other := errors.New(`command "docker rm -f -v x" failed: exit status 1: Error response from daemon: No such container: x`); killPending(other) {
 		t.Errorf("asked again: %v", other)
 	}
+}
+
+// Every freezer runc left FROZEN or FREEZING under a container is thawed,
+// a THAWED one is left as it is. The tree is the shape of a kind node's
+// (docker/<id>/kubelet.slice/.../cri-containerd-<id>.scope), on disk.
+func TestThawFrozen(t *testing.T) {
+	root := t.TempDir()
+	scope := filepath.Join(root, "docker", "6c47", "kubelet.slice", "kubelet-kubepods.slice", "cri-containerd-95f3.scope")
+	other := filepath.Join(root, "docker", "6c47", "kubelet.slice", "system.slice")
+	for dir, state := range map[string]string{scope: "FROZEN\n", other: "THAWED\n", filepath.Join(root, "docker", "6c47"): "FREEZING\n"} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "freezer.state"), []byte(state), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	thawFrozen(filepath.Join(root, "docker", "6c47"))
+	for _, dir := range []string{scope, other, filepath.Join(root, "docker", "6c47")} {
+		if got, _ := os.ReadFile(filepath.Join(dir, "freezer.state")); strings.TrimSpace(string(got)) != "THAWED" {
+			t.Errorf("%s: %q, want THAWED", dir, got)
+		}
+	}
+	thawFrozen(filepath.Join(root, "no-such-container")) // nothing there: nothing done
 }
