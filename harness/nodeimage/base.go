@@ -67,10 +67,13 @@ type rootFilesystem struct {
 
 func (fs rootFilesystem) ref() string { return fs.repo + ":" + fs.key }
 
+// rootFilesystems are the node's root filesystem, then the slim one, in
+// the order they are built.
 func rootFilesystems() []rootFilesystem {
 	var out []rootFilesystem
-	for repo, pkgs := range map[string][]string{nodeRootfsRepo: nodePackages, slimRootfsRepo: slimPackages} {
-		out = append(out, rootFilesystem{repo: repo, pkgs: pkgs, key: cacheKey("rootfs", debianSuite, debianMirror, strings.Join(pkgs, ","))})
+	for _, fs := range []rootFilesystem{{repo: nodeRootfsRepo, pkgs: nodePackages}, {repo: slimRootfsRepo, pkgs: slimPackages}} {
+		fs.key = cacheKey("rootfs", debianSuite, debianMirror, strings.Join(fs.pkgs, ","))
+		out = append(out, fs)
 	}
 	return out
 }
