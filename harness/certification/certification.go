@@ -124,7 +124,7 @@ func (in Input) Validate() error {
 	} else if in.Profile.ControlPlanes < 3 {
 		errs = append(errs, fmt.Errorf("profile %s has %d control plane(s): a rolling replacement needs 3", in.Profile.Name, in.Profile.ControlPlanes))
 	}
-	if len(errs) == 0 && !slices.ContainsFunc(in.Strategies, in.makesCluster) {
+	if len(errs) == 0 && len(in.clusterRuns()) == 0 {
 		// A certification that judges nothing would pass on no evidence.
 		var runs []string
 		for _, s := range in.Strategies {
@@ -212,7 +212,19 @@ func given(images *nodeimage.Resolver, v version.Version) *report.Given {
 // makesCluster says whether the run of strategy s makes a cluster: it
 // judges a selected promise.
 func (in Input) makesCluster(s rollout.Strategy) bool {
-	return slices.ContainsFunc(Plan(in)[s], func(v promise.Verdict) bool { return v.Outcome == promise.Pass })
+	return slices.Contains(in.clusterRuns(), s)
+}
+
+// clusterRuns are the strategies whose runs make a cluster, in order.
+func (in Input) clusterRuns() []rollout.Strategy {
+	plan := Plan(in)
+	var out []rollout.Strategy
+	for _, s := range in.Strategies {
+		if slices.ContainsFunc(plan[s], func(v promise.Verdict) bool { return v.Outcome == promise.Pass }) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Run certifies the pair: the node images of both versions first (nothing

@@ -17,6 +17,7 @@ import (
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
+	"github.com/skewer-k8s/skewer/harness/rollout"
 	"github.com/skewer-k8s/skewer/harness/version"
 	"github.com/skewer-k8s/skewer/internal/docker"
 	"github.com/skewer-k8s/skewer/internal/source"
@@ -51,9 +52,11 @@ type Machine struct {
 	Docker error
 	// Clusters are the kind clusters, Containers every container's name.
 	Clusters, Containers []string
-	// Root, asked only when a build needs it, is nil when root is had
-	// without a prompt.
-	Root func() error
+	// NeedsRoot says a build must run debootstrap as a user who is not
+	// root; Root is then what `sudo -n true` answered (nil: root is had
+	// without a prompt).
+	NeedsRoot bool
+	Root      error
 	// Free is the space free on the filesystem of each path the run
 	// writes (Docker's root, the Go build cache, skewer's cache, --out),
 	// Device which filesystem it is: paths on one share its space.
@@ -98,13 +101,10 @@ func (in Input) readMachine(ctx context.Context, out string) (Machine, Paths, []
 		m.Containers, _ = docker.Containers(ctx, "name="+in.Name)
 		p.DockerRoot, _ = docker.RootDir(ctx)
 		builds = in.Images.Builds(ctx, in.Pair.From, in.Pair.To)
-		if nodeimage.NeedsRoot(ctx, builds) {
-			m.Root = func() error {
-				out, err := exec.CommandContext(ctx, "sudo", "-n", "true").CombinedOutput()
-				if err != nil {
-					return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(out)))
-				}
-				return nil
+		// Asked here, while ctx holds: the judging comes after it ends.
+		if m.NeedsRoot = nodeimage.NeedsRoot(ctx, builds); m.NeedsRoot {
+			if out, err := exec.CommandContext(ctx, "sudo", "-n", "true").CombinedOutput(); err != nil {
+				m.Root = fmt.Errorf("%w: %s", err, strings.TrimSpace(string(out)))
 			}
 		}
 	}
@@ -161,6 +161,7 @@ func memAvailable() uint64 {
 func (in Input) preflight(m Machine, p Paths, builds []version.Version, ignore []string) ([]string, error) {
 	var lines []string
 	var errs []error
+	runs := in.clusterRuns()
 	check := func(name string, problems []string, ok string) {
 		switch {
 		case len(problems) == 0:
@@ -180,27 +181,21 @@ func (in Input) preflight(m Machine, p Paths, builds []version.Version, ignore [
 		lines = append(lines, "[preflight] clusters, containers, root: not checked: they are asked of Docker")
 	} else {
 		check("docker", nil, "the engine answers")
-		clusters, containers, names := in.nameClashes(m)
+		clusters, containers, names := in.nameClashes(m, runs)
 		check("clusters", clusters, "none named as the run's: "+strings.Join(names, ", "))
 		check("containers", containers, "none named as the run's nodes")
 	}
-	if m.Root != nil {
-		if err := m.Root(); err != nil {
-			check("root", []string{fmt.Sprintf("building %s makes Debian root filesystems with debootstrap, which needs root, and this user is not root and sudo -n asks for a password (%v): run as root, or give this user sudo without a password", versions(builds), err)}, "")
+	if m.NeedsRoot {
+		if m.Root != nil {
+			check("root", []string{fmt.Sprintf("building %s makes Debian root filesystems with debootstrap, which needs root, and this user is not root and sudo -n asks for a password (%v): run as root, or give this user sudo without a password", versions(builds), m.Root)}, "")
 		} else {
 			check("root", nil, fmt.Sprintf("sudo -n works, for building %s", versions(builds)))
 		}
 	} else {
 		check("root", nil, "not needed (nothing to build as root)")
 	}
-	runs := 0
-	for _, s := range in.Strategies {
-		if in.makesCluster(s) {
-			runs++
-		}
-	}
-	problems, fit := diskProblems(m, p, builds, runs)
-	check("disk", problems, fmt.Sprintf("%d run(s), their clusters one at a time, and %d node image(s) to build: %s", runs, len(builds), strings.Join(fit, "; ")))
+	problems, fit := diskProblems(m, p, builds, len(runs))
+	check("disk", problems, fmt.Sprintf("%d run(s), their clusters one at a time, and %d node image(s) to build: %s", len(runs), len(builds), strings.Join(fit, "; ")))
 	switch {
 	case m.MemAvailable == 0:
 		lines = append(lines, "[preflight] memory: not checked: /proc/meminfo not read")
@@ -217,13 +212,10 @@ func (in Input) preflight(m Machine, p Paths, builds []version.Version, ignore [
 var kindNode = regexp.MustCompile(`^(control-plane|worker|external-load-balancer)[0-9]*$`)
 
 // nameClashes are the clusters, and the containers that are not a kind
-// cluster's, of a name a planned run's cluster or nodes would take; and
-// the names of the clusters the runs make.
-func (in Input) nameClashes(m Machine) (clusters, containers, names []string) {
-	for _, s := range in.Strategies {
-		if !in.makesCluster(s) {
-			continue
-		}
+// cluster's, of a name the cluster or nodes of one of runs would take;
+// and the names of the clusters the runs make.
+func (in Input) nameClashes(m Machine, runs []rollout.Strategy) (clusters, containers, names []string) {
+	for _, s := range runs {
 		name := in.Name + "-" + string(s)
 		names = append(names, name)
 		if slices.Contains(m.Clusters, name) {

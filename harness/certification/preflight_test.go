@@ -40,7 +40,7 @@ func TestPreflight(t *testing.T) {
 			nil, "a cluster named skewer-certify-in-place exists, and the in-place run makes one"},
 		"a container named as a node": {"containers", func(m *Machine) { m.Containers = append(m.Containers, "skewer-certify-surge-control-plane2") },
 			nil, "a container named skewer-certify-surge-control-plane2 is here"},
-		"sudo would prompt": {"root", func(m *Machine) { m.Root = func() error { return errors.New("a password is required") } },
+		"sudo would prompt": {"root", func(m *Machine) { m.NeedsRoot, m.Root = true, errors.New("a password is required") },
 			build, "debootstrap, which needs root"},
 		// 1 filesystem: a cluster (6) and one build (4 + 2 + 2) and two runs' evidence.
 		"one filesystem short of a build": {"disk", func(m *Machine) {
