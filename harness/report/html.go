@@ -2,6 +2,7 @@ package report
 
 import (
 	_ "embed"
+	"fmt"
 	"html/template"
 	"io"
 	"math"
@@ -37,10 +38,17 @@ type tick struct {
 	Left float64
 }
 
+// mark is a labelled time on a run's timeline axis, in percent of the run.
+type mark struct {
+	Left  float64
+	Label string
+}
+
 type runView struct {
 	Run
 	Bars  []bar
 	Ticks []tick
+	Axis  []mark
 	// Promises are what the run judged (or could not), failures first,
 	// then errors, waivers and passes; NotJudged what it does not judge
 	// (not applicable, not selected), shown apart; both less those
@@ -71,8 +79,8 @@ func firstThingsFirst(ps []Result) (judged, notJudged []Result) {
 func (r *Results) HTML(w io.Writer) error {
 	var runs []runView
 	for _, run := range r.Runs {
-		bs, ticks := bars(run.Phases, run.Events)
-		v := runView{Run: run, Bars: bs, Ticks: ticks}
+		bs, ticks, axis := bars(run.Phases, run.Events)
+		v := runView{Run: run, Bars: bs, Ticks: ticks, Axis: axis}
 		own, elsewhere := r.own(run)
 		v.Promises, v.NotJudged = firstThingsFirst(own)
 		v.Elsewhere = elsewhere
@@ -82,10 +90,10 @@ func (r *Results) HTML(w io.Writer) error {
 }
 
 // bars places phases, and events as ticks, on a line from the first
-// phase's start to the last one's end.
-func bars(phases []Phase, events []Event) ([]bar, []tick) {
+// phase's start to the last one's end, and the marks of its time axis.
+func bars(phases []Phase, events []Event) ([]bar, []tick, []mark) {
 	if len(phases) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	start, end := phases[0].Start, phases[0].End
 	for _, p := range phases {
@@ -110,7 +118,40 @@ func bars(phases []Phase, events []Event) ([]bar, []tick) {
 	for _, e := range events {
 		ticks = append(ticks, tick{Event: e, Left: round(min(max(e.Time.Sub(start).Seconds()/total*100, 0), 100))})
 	}
-	return out, ticks
+	return out, ticks, axis(time.Duration(total * float64(time.Second)))
+}
+
+// axis marks a timeline of length total from its start at a round step
+// (30 s to an hour), no more than ten marks besides the start.
+func axis(total time.Duration) []mark {
+	step := time.Hour
+	for _, s := range []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute} {
+		if total/s <= 10 {
+			step = s
+			break
+		}
+	}
+	var out []mark
+	for at := time.Duration(0); at <= total; at += step {
+		out = append(out, mark{Left: round(at.Seconds() / total.Seconds() * 100), Label: clock(at)})
+	}
+	return out
+}
+
+// clock says an offset into a run as its axis shows it: 0, 30s, 1m30s, 25m, 1h, 1h15m.
+func clock(at time.Duration) string {
+	m := int(at / time.Minute)
+	switch {
+	case at == 0:
+		return "0"
+	case at%time.Minute != 0:
+		return at.String()
+	case m < 60:
+		return fmt.Sprintf("%dm", m)
+	case m%60 == 0:
+		return fmt.Sprintf("%dh", m/60)
+	}
+	return fmt.Sprintf("%dh%dm", m/60, m%60)
 }
 
 func round(f float64) float64 { return math.Round(f*100) / 100 }

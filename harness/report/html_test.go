@@ -70,7 +70,7 @@ func TestHTMLInABrowser(t *testing.T) {
 		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()))
+		chromedp.WindowSize(1024, 768), chromedp.UserDataDir(t.TempDir()))
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	defer cancel()
 	ctx, cancel := chromedp.NewContext(actx)
@@ -165,6 +165,9 @@ func TestHTMLInABrowser(t *testing.T) {
 	if n := count(`document.querySelectorAll('.timeline .bar').length`); n != 3 {
 		t.Errorf("%d bars on the timeline for 3 phases", n)
 	}
+	if labels, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('.axis span')).map(s => s.textContent)`)); err != nil || len(labels) < 2 || labels[0] != "0" {
+		t.Errorf("the timeline's axis reads %v (%v), want marks from 0", labels, err)
+	}
 	if n := count(`document.querySelectorAll('.timeline .tick').length`); n != 2 {
 		t.Errorf("%d ticks on the timeline for 2 events", n)
 	}
@@ -186,7 +189,41 @@ func TestHTMLInABrowser(t *testing.T) {
 	if n := count(visibleRows); n != rows {
 		t.Errorf("all shows %d of %d rows", n, rows)
 	}
+	// A laptop's window of 1,024 px shows the page without scrolling
+	// sideways, every fold open: long evidence wraps or folds.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelectorAll('details').forEach(d => d.open = true); true`)); err != nil {
+		t.Fatal(err)
+	}
+	if w := count(`window.innerWidth`); w != 1024 {
+		t.Errorf("the window is %d px wide, want 1024", w)
+	}
+	if over := count(`document.documentElement.scrollWidth - document.documentElement.clientWidth`); over > 0 {
+		wide, _ := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('body *')).filter(e => e.getBoundingClientRect().right > document.documentElement.clientWidth).slice(0, 5).map(e => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().width))`))
+		t.Errorf("at 1,024 px the page scrolls sideways by %d px; widest: %v", over, wide)
+	}
 	if len(others) > 0 {
 		t.Errorf("the page asked the server for more: %v", others)
+	}
+}
+
+// A run's time axis marks round times, at most ten besides the start,
+// each where it falls on the line.
+func TestAxis(t *testing.T) {
+	for _, c := range []struct {
+		total time.Duration
+		want  string
+	}{
+		{33*time.Minute + 38*time.Second, "0@0 5m@14.87 10m@29.73 15m@44.6 20m@59.46 25m@74.33 30m@89.2"},
+		{45 * time.Second, "0@0 30s@66.67"},
+		{4*time.Minute + 30*time.Second, "0@0 30s@11.11 1m@22.22 1m30s@33.33 2m@44.44 2m30s@55.56 3m@66.67 3m30s@77.78 4m@88.89 4m30s@100"},
+		{2 * time.Hour, "0@0 15m@12.5 30m@25 45m@37.5 1h@50 1h15m@62.5 1h30m@75 1h45m@87.5 2h@100"},
+	} {
+		var got []string
+		for _, m := range axis(c.total) {
+			got = append(got, fmt.Sprintf("%s@%v", m.Label, m.Left))
+		}
+		if g := strings.Join(got, " "); g != c.want {
+			t.Errorf("axis(%s) = %s, want %s", c.total, g, c.want)
+		}
 	}
 }

@@ -40,7 +40,9 @@ func sample(t *testing.T) *Results {
 		v := promise.Verdict{ID: p.ID, Outcome: promise.Pass}
 		switch p.ID {
 		case "rollout.no-lost-writes":
-			v = promise.Verdict{ID: p.ID, Outcome: promise.Fail, Reason: "2 acknowledged write(s) missing <from a final list>", Evidence: []string{"w-1", "w-2"}}
+			v = promise.Verdict{ID: p.ID, Outcome: promise.Fail, Reason: "2 acknowledged write(s) missing <from a final list>", Evidence: []string{"w-1", "w-2",
+				// As real evidence reads: a request and a log file, no space to break at.
+				"GET /apis/admissionregistration.k8s.io/v1/namespaces/skewer-certify-traffic/mutatingadmissionpolicies?allowWatchBookmarks=true&resourceVersion=123456&timeoutSeconds=527&watch=true@skewer-certify-surge-control-plane5:/var/log/kubernetes/audit/audit-2026-12-06T00-45-01.123.log"}}
 		case "proxy.fault.only-peer-gone":
 			v = promise.Verdict{ID: p.ID, Outcome: promise.Waived, Reason: "a false 404", Reference: "https://github.com/kubernetes/kubernetes/blob/v1.36.3/x.go",
 				Waiver: "clusters/waivers/upstream.yaml:7 (cause no-capable-peer, versions 1.35, 1.36)", Causes: []string{"no-capable-peer"}}
