@@ -163,7 +163,7 @@ func writeState(s *Spec, l layout) error {
 	bootstrap := s.ControlPlaneVersion(0)
 	for i := 0; i < s.ControlPlanes; i++ {
 		name := kindNodeName(s.Name, "control-plane", i)
-		if err := os.MkdirAll(l.auditDir(name), 0o755); err != nil {
+		if err := l.makeAuditDir(name); err != nil {
 			return err
 		}
 		var extra map[string]string

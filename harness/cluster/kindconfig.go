@@ -2,7 +2,10 @@ package cluster
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -42,10 +45,37 @@ type layout struct {
 
 func (l layout) auditPolicy() string         { return filepath.Join(l.dir, "audit-policy.yaml") }
 func (l layout) auditDir(node string) string { return filepath.Join(l.dir, "audit", node) }
-func (l layout) patches(node string) string  { return filepath.Join(l.dir, "patches", node) }
-func (l layout) kubeconfig() string          { return filepath.Join(l.dir, "kubeconfig") }
-func (l layout) spec() string                { return filepath.Join(l.dir, "spec.yaml") }
-func (l layout) registryHosts() string       { return filepath.Join(l.dir, "registry-hosts") }
+
+// makeAuditDir makes the folder node's apiserver writes its audit log
+// into, and the log itself, empty, readable by all and owned by whoever
+// runs skewer. The apiserver (root in the node) opens an existing log as
+// it is (k8s.io/apiserver's ensureLogFile: O_CREATE|O_APPEND, 0600 only
+// for a new file) and its rotation (lumberjack) gives the next file the
+// old one's mode and owner; without this the log is root's, 0600, and a
+// user who runs skewer without root (a hosted CI runner's, in the docker
+// group) could not read the audit it judges.
+func (l layout) makeAuditDir(node string) error {
+	dir := l.auditDir(node)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	log := filepath.Join(dir, filepath.Base(AuditLogFile))
+	f, err := os.OpenFile(log, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Chmod(log, 0o644) // past the umask
+}
+func (l layout) patches(node string) string { return filepath.Join(l.dir, "patches", node) }
+func (l layout) kubeconfig() string         { return filepath.Join(l.dir, "kubeconfig") }
+func (l layout) spec() string               { return filepath.Join(l.dir, "spec.yaml") }
+func (l layout) registryHosts() string      { return filepath.Join(l.dir, "registry-hosts") }
 
 // noPullHosts is every node's containerd registry configuration: nodes
 // never pull - every image they run is built here and given from the

@@ -282,7 +282,7 @@ func (c *Cluster) addNodeContainer(ctx context.Context, image, role string) (Nod
 		args = append(args, "--volume", volume)
 	}
 	if role == RoleControlPlane {
-		if err := os.MkdirAll(l.auditDir(name), 0o755); err != nil {
+		if err := l.makeAuditDir(name); err != nil {
 			return Node{}, err
 		}
 		args = append(args, "-e", "KUBECONFIG=/etc/kubernetes/admin.conf",
