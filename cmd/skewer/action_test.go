@@ -42,20 +42,17 @@ type actionFile struct {
 	}
 }
 
-// The action's inputs are certify's flags: each input reaches its flag
-// (through the environment, by the name the script derives), and each
-// flag a CI step can use is an input, so a new flag is not forgotten.
-func TestActionInputsAreCertifyFlags(t *testing.T) {
+// readAction reads action.yml and the script and environment of its step
+// that runs certify.
+func readAction(t *testing.T) (action actionFile, run string, env map[string]string) {
+	t.Helper()
 	raw, err := os.ReadFile("../../action.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var action actionFile
 	if err := yaml.Unmarshal(raw, &action); err != nil {
 		t.Fatalf("action.yml: %v", err)
 	}
-	var run string
-	var env map[string]string
 	for _, s := range action.Runs.Steps {
 		if s.Name == "skewer certify" {
 			run, env = s.Run, s.Env
@@ -64,6 +61,14 @@ func TestActionInputsAreCertifyFlags(t *testing.T) {
 	if run == "" {
 		t.Fatal(`action.yml has no step "skewer certify"`)
 	}
+	return action, run, env
+}
+
+// The action's inputs are certify's flags: each input reaches its flag
+// (through the environment, by the name the script derives), and each
+// flag a CI step can use is an input, so a new flag is not forgotten.
+func TestActionInputsAreCertifyFlags(t *testing.T) {
+	action, run, env := readAction(t)
 	var listed []string
 	for _, m := range regexp.MustCompile(`for flag in ([a-z -]+); do`).FindAllStringSubmatch(run, -1) {
 		listed = append(listed, strings.Fields(m[1])...)
@@ -97,15 +102,8 @@ func TestActionInputsAreCertifyFlags(t *testing.T) {
 // on under the same name, besides those that say what to check out and
 // download; what dispatch offers, a call offers too.
 func TestWorkflowInputsAreTheActions(t *testing.T) {
-	raw, err := os.ReadFile("../../action.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var action actionFile
-	if err := yaml.Unmarshal(raw, &action); err != nil {
-		t.Fatal(err)
-	}
-	raw, err = os.ReadFile("../../.github/workflows/certify.yml")
+	action, _, _ := readAction(t)
+	raw, err := os.ReadFile("../../.github/workflows/certify.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,20 +177,7 @@ func TestWorkflowInputsAreTheActions(t *testing.T) {
 // certify the flags those inputs name: list inputs one flag a line, values
 // with spaces kept whole, empty inputs left to certify's defaults.
 func TestActionScriptPassesTheInputs(t *testing.T) {
-	raw, err := os.ReadFile("../../action.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var action actionFile
-	if err := yaml.Unmarshal(raw, &action); err != nil {
-		t.Fatal(err)
-	}
-	var run string
-	for _, s := range action.Runs.Steps {
-		if s.Name == "skewer certify" {
-			run = s.Run
-		}
-	}
+	_, run, _ := readAction(t)
 	// RUNNER_TEMP/skewer stands for the binary: it prints its arguments,
 	// one a line, for certify's own flag set to parse below.
 	tmp := t.TempDir()
