@@ -88,11 +88,11 @@ func TestDocumentedCommands(t *testing.T) {
 					if a == "-args" {
 						break
 					}
-					pkg, _, _ := strings.Cut(strings.TrimSuffix(a, "/..."), "@")
-					pkg = strings.TrimPrefix(pkg, "github.com/skewer-k8s/skewer/")
 					if strings.HasPrefix(a, "-") {
 						continue
 					}
+					pkg, _, _ := strings.Cut(strings.TrimSuffix(a, "/..."), "@")
+					pkg = strings.TrimPrefix(pkg, "github.com/skewer-k8s/skewer/")
 					if _, err := os.Stat(filepath.Join("../..", pkg)); err != nil {
 						t.Errorf("%s: %s is no package of this module", where, a)
 					}

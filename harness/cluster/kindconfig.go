@@ -45,6 +45,10 @@ type layout struct {
 
 func (l layout) auditPolicy() string         { return filepath.Join(l.dir, "audit-policy.yaml") }
 func (l layout) auditDir(node string) string { return filepath.Join(l.dir, "audit", node) }
+func (l layout) patches(node string) string  { return filepath.Join(l.dir, "patches", node) }
+func (l layout) kubeconfig() string          { return filepath.Join(l.dir, "kubeconfig") }
+func (l layout) spec() string                { return filepath.Join(l.dir, "spec.yaml") }
+func (l layout) registryHosts() string       { return filepath.Join(l.dir, "registry-hosts") }
 
 // makeAuditDir makes the folder node's apiserver writes its audit log
 // into, and the log itself, empty, readable by all and owned by whoever
@@ -72,10 +76,6 @@ func (l layout) makeAuditDir(node string) error {
 	}
 	return os.Chmod(log, 0o644) // past the umask
 }
-func (l layout) patches(node string) string { return filepath.Join(l.dir, "patches", node) }
-func (l layout) kubeconfig() string         { return filepath.Join(l.dir, "kubeconfig") }
-func (l layout) spec() string               { return filepath.Join(l.dir, "spec.yaml") }
-func (l layout) registryHosts() string      { return filepath.Join(l.dir, "registry-hosts") }
 
 // noPullHosts is every node's containerd registry configuration: nodes
 // never pull - every image they run is built here and given from the
