@@ -111,12 +111,15 @@ func inPlace(ctx context.Context, c *cluster.Cluster, in inPlaceInput) ([]Action
 				_, err = n.Run(ctx, "systemctl", "restart", "kubelet")
 				return err
 			}),
-			DoOn(on(name), fmt.Sprintf("wait for %s Ready and its apiserver at %s", name, target), func(ctx context.Context, c *cluster.Cluster) error {
+			DoOn(on(name), fmt.Sprintf("wait for %s Ready, its apiserver at %s and its static Pods as its new kubelet runs them", name, target), func(ctx context.Context, c *cluster.Cluster) error {
 				n, err := c.Node(ctx, name)
 				if err != nil {
 					return err
 				}
-				return waitControlPlane(ctx, c, n, target)
+				if err := waitControlPlane(ctx, c, n, target); err != nil {
+					return err
+				}
+				return staticPodsSettled(ctx, c, n)
 			}),
 			DoOn(on(name), fmt.Sprintf("put %s back into the load balancer", name), func(ctx context.Context, c *cluster.Cluster) error {
 				return syncLoadBalancer(ctx, c)

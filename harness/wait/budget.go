@@ -49,6 +49,12 @@ var budgets = map[string]Budget{
 	// stopped as its etcd member is replaced or replaced itself: kubeadm's
 	// own wait for a component is 5 minutes (UpgradeManifestsTimeout).
 	"rollout/apiserver-replaced": {Timeout: 5 * time.Minute, Interval: time.Second},
+	// A control plane's static Pods run again as its kubelet, restarted as
+	// another version, computes them: an orphan's graceful stop (a static
+	// Pod's grace period, 30 s), the kubelet's first restart back-off for
+	// a container that lost its port to the orphan (10 s) and an
+	// apiserver's start (up to a minute here) fit in half of it.
+	"rollout/static-pods-settled": {Timeout: 3 * time.Minute, Interval: time.Second},
 	// An apiserver that has just restarted answering /version: it refuses
 	// connections while starting and answers 403 until its authorizer
 	// has synced.
