@@ -67,19 +67,22 @@ type serverLog struct {
 	requests map[string]*logged
 	// silences are [from, to) spans with no event longer than Silence;
 	// the last one is open (to is zero) if the log ends before the others.
-	silences [][2]time.Time
-	last     time.Time
+	silences  [][2]time.Time
+	last      time.Time
+	handovers []time.Time
 }
 
 // Forwarded reads the audit logs at paths (one per apiserver, named by
 // its directory; a missing one is skipped) and returns every request that
 // more than one of them logged, in the order received, with how each side
-// ended it.
-func Forwarded(paths []string) ([]Forward, error) {
+// ended it. handovers are, by server, the moments its apiserver process
+// gave way to another (cluster.Handovers): a side that never ended a
+// request went down at the first one after it received it, silent or not.
+func Forwarded(paths []string, handovers map[string][]time.Time) ([]Forward, error) {
 	var logs []*serverLog
 	var end time.Time // the last event of any log: the end of the run
 	for _, p := range paths {
-		l := &serverLog{name: ServerOf(p), requests: map[string]*logged{}}
+		l := &serverLog{name: ServerOf(p), requests: map[string]*logged{}, handovers: handovers[ServerOf(p)]}
 		_, err := Read(p, func(e *Event) bool {
 			l.add(e)
 			return false
@@ -152,6 +155,12 @@ func (l *serverLog) side(id string) Side {
 		for _, gap := range l.silences {
 			if !gap[0].Before(r.received) {
 				s.Down = gap[0]
+				break
+			}
+		}
+		for _, h := range l.handovers {
+			if !h.Before(r.received) && (s.Down.IsZero() || h.Before(s.Down)) {
+				s.Down = h
 				break
 			}
 		}

@@ -89,7 +89,7 @@ var canFail = []struct {
 		l.alive("cp4", s(0), s(60))
 		l.event("cp2", "half-open", "Panic", s(10), s(11))
 		l.event("cp4", "half-open", "ResponseStarted", s(10.1), s(10.2))
-		return CheckRunAudit(l.write(t))
+		return CheckRunAudit(l.write(t), nil)
 	}},
 	{"proxy.audit.complete", "a proxied request logged twice by the peer, another under another user", func(t *testing.T) promise.Verdict {
 		w := &Window{Old: []Server{{Name: "cp1"}}, New: []Server{{Name: "cp4"}}}

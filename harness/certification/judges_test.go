@@ -82,7 +82,7 @@ func TestFloors(t *testing.T) {
 			t.Errorf("no proxied request: %s %s: %s", v.ID, v.Outcome, v.Reason)
 		}
 	}
-	if v := CheckRunAudit(nil); v.Outcome != promise.Fail || !strings.HasPrefix(v.Reason, "nothing observed") {
+	if v := CheckRunAudit(nil, nil); v.Outcome != promise.Fail || !strings.HasPrefix(v.Reason, "nothing observed") {
 		t.Errorf("no audit log: %+v", v)
 	}
 }

@@ -23,7 +23,16 @@ func RunAudit(c *cluster.Cluster) promise.Verdict {
 	if err != nil {
 		return fail("proxy.audit.run-complete", "the audit logs: %v", err)
 	}
-	return CheckRunAudit(paths)
+	handovers := map[string][]time.Time{}
+	for _, p := range paths {
+		server := audit.ServerOf(p)
+		lines, err := c.APIServerLog(server)
+		if err != nil {
+			return fail("proxy.audit.run-complete", "the kept apiserver log: %v", err)
+		}
+		handovers[server] = cluster.Handovers(lines)
+	}
+	return CheckRunAudit(paths, handovers)
 }
 
 // CheckRunAudit judges proxy.audit.run-complete over the audit logs of a
@@ -32,10 +41,11 @@ func RunAudit(c *cluster.Cluster) promise.Verdict {
 // entry server and at exactly one peer. A request still open at both
 // when the logs end is counted, not judged. A side that never ended it
 // fails the promise, with its cause: server-went-down when its apiserver
-// went silent after receiving it, else unknown.
-func CheckRunAudit(paths []string) promise.Verdict {
+// went silent after receiving it or its process gave way to another
+// (handovers, by server: cluster.Handovers), else unknown.
+func CheckRunAudit(paths []string, handovers map[string][]time.Time) promise.Verdict {
 	const id = "proxy.audit.run-complete"
-	fwd, err := audit.Forwarded(paths)
+	fwd, err := audit.Forwarded(paths, handovers)
 	if err != nil {
 		return fail(id, "reading the audit logs: %v", err)
 	}

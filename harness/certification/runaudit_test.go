@@ -96,7 +96,7 @@ func TestCheckRunAudit(t *testing.T) {
 	l.event("cp4", "open", "ResponseStarted", s(50.1), s(50.2))
 	paths := l.write(t)
 
-	v := CheckRunAudit(paths)
+	v := CheckRunAudit(paths, nil)
 	if v.Outcome != promise.Fail || len(v.Causes) != 2 || v.Causes[0] != CauseServerWentDown || v.Causes[1] != CauseServerWentDown {
 		t.Fatalf("killed and removed: %+v", v)
 	}
@@ -116,13 +116,22 @@ func TestCheckRunAudit(t *testing.T) {
 	// A peer that stays up and never ends a request the entry ended.
 	l.event("cp2", "half-open", "Panic", s(55), s(56))
 	l.event("cp4", "half-open", "ResponseStarted", s(55.1), s(55.2))
-	v = CheckRunAudit(l.write(t))
+	v = CheckRunAudit(l.write(t), nil)
 	if v.Outcome != promise.Fail || v.Causes[len(v.Causes)-1] != promise.UnknownCause ||
 		!strings.Contains(v.Evidence[len(v.Evidence)-1], "the peer cp4 never did, and was up to the end of the logs") {
 		t.Errorf("half-open: %+v", v)
 	}
 
-	if v := CheckRunAudit([]string{paths[0]}); v.Outcome != promise.Fail || !strings.HasPrefix(v.Reason, "nothing observed") {
+	// The same peer whose apiserver gave way to another soon after (its
+	// kubelet replaced it, too soon for its audit log to fall silent): it
+	// went down with the request.
+	v = CheckRunAudit(l.write(t), map[string][]time.Time{"cp4": {s(45), s(57), s(57.5)}})
+	if v.Outcome != promise.Fail || v.Causes[len(v.Causes)-1] != CauseServerWentDown ||
+		!strings.Contains(v.Evidence[len(v.Evidence)-1], "the peer cp4 never did: it went down 2s after it received it (last event 17:44:57.000)") {
+		t.Errorf("half-open, its peer replaced: %+v", v)
+	}
+
+	if v := CheckRunAudit([]string{paths[0]}, nil); v.Outcome != promise.Fail || !strings.HasPrefix(v.Reason, "nothing observed") {
 		t.Errorf("one server forwards nothing, and nothing is not a pass: %+v", v)
 	}
 }

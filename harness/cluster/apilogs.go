@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -139,6 +140,46 @@ func (c *Cluster) APIServerLog(node string) ([]LogLine, error) {
 		return out, fmt.Errorf("the kept apiserver log of %s: %w", node, err)
 	}
 	return out, nil
+}
+
+// Handovers are the moments a node's kept apiserver log shows one
+// apiserver container giving way to another: the last line of each
+// container's log but the one that started last, and the first line of
+// each but the one that started first, in time order. Two apiservers
+// cannot serve a node's port at once, so a request the node's apiserver
+// received before a handover and never ended was held by a process that
+// is gone - stopped, killed, or replaced by its kubelet - even when the
+// next one starts too soon for its audit log to fall silent.
+func Handovers(lines []LogLine) []time.Time {
+	type span struct{ first, last time.Time }
+	spans := map[string]*span{}
+	var order []string
+	for _, l := range lines {
+		sp := spans[l.Source]
+		if sp == nil {
+			sp = &span{first: l.Time, last: l.Time}
+			spans[l.Source] = sp
+			order = append(order, l.Source)
+		}
+		if l.Time.Before(sp.first) {
+			sp.first = l.Time
+		}
+		if l.Time.After(sp.last) {
+			sp.last = l.Time
+		}
+	}
+	sort.SliceStable(order, func(i, j int) bool { return spans[order[i]].first.Before(spans[order[j]].first) })
+	var out []time.Time
+	for i, src := range order {
+		if i > 0 {
+			out = append(out, spans[src].first)
+		}
+		if i < len(order)-1 {
+			out = append(out, spans[src].last)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Before(out[j]) })
+	return out
 }
 
 // parseKeptLine reads "<file> <time> <stream> <tag> <text>", a CRI log
