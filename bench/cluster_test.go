@@ -43,7 +43,7 @@ func BenchmarkHACluster(b *testing.B) {
 	}
 	kind := kindCLI(b)
 
-	var skewerTime, kindTime time.Duration
+	var skewerTime, kindTime, skewerDelete, kindDelete time.Duration
 	b.Run("skewer", func(b *testing.B) {
 		spec.Name = "bench-skewer"
 		state := b.TempDir()
@@ -53,11 +53,18 @@ func BenchmarkHACluster(b *testing.B) {
 		skewerTime = time.Since(start)
 		mem := peak()
 		if err != nil {
+			if c != nil {
+				c.Delete(ctx, false)
+			}
 			b.Fatal(err)
 		}
-		defer c.Delete(ctx, false)
 		report(b, skewerTime.Seconds(), "s")
 		report(b, mem/1e6, "MB-peak")
+		start = time.Now()
+		if err := c.Delete(ctx, false); err != nil {
+			b.Fatal(err)
+		}
+		skewerDelete = time.Since(start)
 	})
 	b.Run("kind-cli", func(b *testing.B) {
 		spec.Name = "bench-kind"
@@ -80,9 +87,14 @@ func BenchmarkHACluster(b *testing.B) {
 			"--kubeconfig", kubeconfig, "--wait", "4m").CombinedOutput()
 		kindTime = time.Since(start)
 		mem := peak()
-		defer exec.Command(kind, "delete", "cluster", "--name", spec.Name, "--kubeconfig", kubeconfig).Run()
+		start = time.Now()
+		derr := exec.Command(kind, "delete", "cluster", "--name", spec.Name, "--kubeconfig", kubeconfig).Run()
+		kindDelete = time.Since(start)
 		if err != nil {
 			b.Fatalf("kind create cluster: %v: %s", err, out)
+		}
+		if derr != nil {
+			b.Fatalf("kind delete cluster: %v", derr)
 		}
 		report(b, kindTime.Seconds(), "s")
 		report(b, mem/1e6, "MB-peak")
@@ -91,6 +103,12 @@ func BenchmarkHACluster(b *testing.B) {
 		b.Run("ratio", func(b *testing.B) {
 			report(b, skewerTime.Seconds()/kindTime.Seconds(), "skewer/kind")
 		})
+		setAnchor(anchorCreate, kindTime)
+		record(figure{what: "create the ha profile (3 control planes, 1 worker)", took: skewerTime, anchor: anchorCreate, maxRatio: maxAnchorRatio})
+	}
+	if skewerDelete > 0 && kindDelete > 0 {
+		setAnchor(anchorDelete, kindDelete)
+		record(figure{what: "delete it", took: skewerDelete, anchor: anchorDelete, maxRatio: maxAnchorRatio})
 	}
 }
 

@@ -21,27 +21,13 @@ import (
 // join; kubeadm reset and delete the old one: no wait for Ready, no load
 // balancer update, no drain) and prints the ratio of the two.
 func BenchmarkSurgeRollout(b *testing.B) {
-	needDocker(b)
-	if len(versions) < 2 {
-		b.Skip("needs two versions in VERSIONS")
-	}
 	ctx := context.Background()
-	spec, err := cluster.LoadProfile("../clusters/ha.yaml")
-	if err != nil {
-		b.Fatal(err)
-	}
-	spec.Name = "bench-rollout"
-	spec.Version = versions[0]
+	c, resolver := pairCluster(b, "bench-rollout")
+	defer c.Delete(ctx, false)
 	to := versions[1]
-	resolver := &nodeimage.Resolver{Source: nodeimage.SourceBuild, Out: discard{}}
 	if _, err := resolver.Resolve(ctx, to); err != nil {
 		b.Fatal(err)
 	}
-	c, err := cluster.Create(ctx, spec, resolver.Resolve, cluster.Options{StateDir: b.TempDir(), Out: discard{}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Delete(ctx, false)
 
 	var perNode, skewerJoin time.Duration
 	b.Run("skewer-surge", func(b *testing.B) {
@@ -125,7 +111,36 @@ func BenchmarkSurgeRollout(b *testing.B) {
 			report(b, perNode.Seconds()/bare.Seconds(), "skewer/bare-per-node")
 			report(b, skewerJoin.Seconds()/bareJoin.Seconds(), "skewer/bare-join")
 		})
+		setAnchor(anchorReplace, bare)
+		record(figure{what: "a control plane replaced by surge (the rollout alone)", took: perNode, anchor: anchorReplace, maxRatio: maxAnchorRatio})
+		record(figure{what: "  its kubeadm join", took: skewerJoin, anchor: "bare kubeadm join", anchorTook: bareJoin, maxRatio: maxAnchorRatio})
 	}
+}
+
+// pairCluster creates the ha profile at the first of VERSIONS, for a
+// rollout to the second, and the resolver of both versions' images; it
+// skips without Docker or a second version.
+func pairCluster(b *testing.B, name string) (*cluster.Cluster, *nodeimage.Resolver) {
+	needDocker(b)
+	if len(versions) < 2 {
+		b.Skip("needs two versions in VERSIONS")
+	}
+	ctx := context.Background()
+	spec, err := cluster.LoadProfile("../clusters/ha.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	spec.Name = name
+	spec.Version = versions[0]
+	resolver := &nodeimage.Resolver{Source: nodeimage.SourceBuild, Out: discard{}}
+	c, err := cluster.Create(ctx, spec, resolver.Resolve, cluster.Options{StateDir: b.TempDir(), Out: discard{}})
+	if err != nil {
+		if c != nil {
+			c.Delete(ctx, false)
+		}
+		b.Fatal(err)
+	}
+	return c, resolver
 }
 
 // stepKind is a step's name without the node it names, so that the same
