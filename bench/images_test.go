@@ -96,7 +96,7 @@ func componentLayers(b *testing.B) map[string]imageLayers {
 	}
 	out := map[string]imageLayers{}
 	for _, ref := range strings.Fields(rows) {
-		if !strings.HasPrefix(ref, "registry.k8s.io/") {
+		if !strings.HasPrefix(ref, nodeimage.HostName("registry.k8s.io/")) {
 			continue
 		}
 		got, err := run.Command("docker", "image", "inspect", "--format", "{{.ID}} {{json .RootFS.Layers}}", ref).String(context.Background())

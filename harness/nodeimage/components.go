@@ -137,21 +137,23 @@ func (p *plan) componentImages(ctx context.Context) (bool, error) {
 
 	var builds []componentBuild
 	for _, c := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
-		builds = append(builds, componentBuild{ref: images[c], key: cacheKey(staticLayout, c, p.kubeKey), make: p.staticComponent(images[c], c)})
+		builds = append(builds, componentBuild{ref: images[c], key: cacheKey(staticLayout, c, p.kubeKey), make: p.staticComponent(c)})
 	}
 	builds = append(builds,
-		componentBuild{ref: images["kube-proxy"], key: cacheKey("kube-proxy", p.kubeKey, p.slimKey), make: p.kubeProxyImage(images["kube-proxy"])},
-		componentBuild{ref: images["etcd"], key: cacheKey(staticLayout, "etcd", etcdVersion), make: p.etcdImage(images["etcd"], etcdVersion)},
-		componentBuild{ref: images["coredns"], key: cacheKey(staticLayout, "coredns", corednsVersion), make: p.corednsImage(images["coredns"], corednsVersion)},
-		componentBuild{ref: images["pause"], key: cacheKey(staticLayout, "pause", pauseVersion, cacheKey("kubernetes", p.moduleVersion())), make: p.pauseImage(images["pause"], pauseVersion)},
+		componentBuild{ref: images["kube-proxy"], key: cacheKey("kube-proxy", p.kubeKey, p.slimKey), make: p.kubeProxyImage},
+		componentBuild{ref: images["etcd"], key: cacheKey(staticLayout, "etcd", etcdVersion), make: p.etcdImage(etcdVersion)},
+		componentBuild{ref: images["coredns"], key: cacheKey(staticLayout, "coredns", corednsVersion), make: p.corednsImage(corednsVersion)},
+		componentBuild{ref: images["pause"], key: cacheKey(staticLayout, "pause", pauseVersion, cacheKey("kubernetes", p.moduleVersion())), make: p.pauseImage(pauseVersion)},
 	)
 	return p.saveImages(ctx, builds)
 }
 
+// componentBuild is one image a node preloads: known in the node as ref
+// (the name kubeadm asks for), on the host as HostName(ref).
 type componentBuild struct {
 	ref  string
 	key  string
-	make func(ctx context.Context, key string) error
+	make func(ctx context.Context, host, key string) error // builds the image as host
 }
 
 // saveImages builds what is missing and keeps one docker-archive tar per
@@ -167,23 +169,21 @@ func (p *plan) saveImages(ctx context.Context, builds []componentBuild) (bool, e
 			p.tarOf = map[string]string{}
 		}
 		p.tarOf[c.ref] = tarPath
-		current := p.imageCurrent(ctx, c.ref, c.key)
+		host := HostName(c.ref)
+		current := p.imageCurrent(ctx, host, c.key)
 		if _, err := os.Stat(tarPath); err == nil && current {
 			continue
 		}
 		cached = false
 		if !current {
-			if err := c.make(ctx, c.key); err != nil {
+			if err := c.make(ctx, host, c.key); err != nil {
 				return false, fmt.Errorf("%s: %w", c.ref, err)
 			}
 		}
 		if err := os.MkdirAll(filepath.Dir(tarPath), 0o755); err != nil {
 			return false, err
 		}
-		if err := docker.Save(ctx, c.ref, tarPath+".tmp"); err != nil {
-			return false, err
-		}
-		if err := os.Rename(tarPath+".tmp", tarPath); err != nil {
+		if err := docker.SaveAs(ctx, host, c.ref, tarPath); err != nil {
 			return false, err
 		}
 	}
@@ -191,14 +191,14 @@ func (p *plan) saveImages(ctx context.Context, builds []componentBuild) (bool, e
 	return cached, nil
 }
 
-func (p *plan) staticComponent(ref, command string) func(context.Context, string) error {
-	return func(ctx context.Context, key string) error {
+func (p *plan) staticComponent(command string) func(context.Context, string, string) error {
+	return func(ctx context.Context, ref, key string) error {
 		return staticImage{ref: ref, files: map[string]string{"/usr/local/bin/" + command: filepath.Join(p.kubeDir, command)}}.build(ctx, key)
 	}
 }
 
-func (p *plan) etcdImage(ref, version string) func(context.Context, string) error {
-	return func(ctx context.Context, key string) error {
+func (p *plan) etcdImage(version string) func(context.Context, string, string) error {
+	return func(ctx context.Context, ref, key string) error {
 		dir := p.b.cacheDir("bin", "etcd-"+version+"-"+key)
 		_, err := p.cachedDir(dir, func(out string) error {
 			// etcd's server module is the etcd command; its binary takes the
@@ -223,8 +223,8 @@ func (p *plan) etcdImage(ref, version string) func(context.Context, string) erro
 	}
 }
 
-func (p *plan) corednsImage(ref, version string) func(context.Context, string) error {
-	return func(ctx context.Context, key string) error {
+func (p *plan) corednsImage(version string) func(context.Context, string, string) error {
+	return func(ctx context.Context, ref, key string) error {
 		dir := p.b.cacheDir("bin", "coredns-"+version+"-"+key)
 		_, err := p.cachedDir(dir, func(out string) error {
 			return p.goBuild(ctx, goBuild{
@@ -243,8 +243,8 @@ func (p *plan) corednsImage(ref, version string) func(context.Context, string) e
 }
 
 // pauseImage compiles pause.c from the Kubernetes module, statically.
-func (p *plan) pauseImage(ref, version string) func(context.Context, string) error {
-	return func(ctx context.Context, key string) error {
+func (p *plan) pauseImage(version string) func(context.Context, string, string) error {
+	return func(ctx context.Context, ref, key string) error {
 		info, err := downloadModule(ctx, "k8s.io/kubernetes", p.moduleVersion())
 		if err != nil {
 			return fmt.Errorf("pause is built from build/pause of k8s.io/kubernetes@%s: %w", p.moduleVersion(), err)
@@ -267,13 +267,11 @@ func (p *plan) pauseImage(ref, version string) func(context.Context, string) err
 
 // kubeProxyImage needs netfilter userland, so it stands on the slim Debian
 // image, with a wrapper that picks the iptables backend the node uses.
-func (p *plan) kubeProxyImage(ref string) func(context.Context, string) error {
-	return func(ctx context.Context, key string) error {
-		return dockerBuild(ctx, ref, map[string][]byte{
-			"Dockerfile":       []byte(fmt.Sprintf("FROM %s\nCOPY kube-proxy /usr/local/bin/kube-proxy\n%s", p.slimRef(), iptablesWrapperDockerfile)),
-			"iptables-wrapper": []byte(iptablesWrapper),
-		}, map[string]string{"kube-proxy": filepath.Join(p.kubeDir, "kube-proxy")}, key)
-	}
+func (p *plan) kubeProxyImage(ctx context.Context, ref, key string) error {
+	return dockerBuild(ctx, ref, map[string][]byte{
+		"Dockerfile":       []byte(fmt.Sprintf("FROM %s\nCOPY kube-proxy /usr/local/bin/kube-proxy\n%s", p.slimRef(), iptablesWrapperDockerfile)),
+		"iptables-wrapper": []byte(iptablesWrapper),
+	}, map[string]string{"kube-proxy": filepath.Join(p.kubeDir, "kube-proxy")}, key)
 }
 
 // dockerBuild runs a classic docker build over a context of in-memory files

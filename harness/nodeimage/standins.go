@@ -74,7 +74,7 @@ func (p *plan) standIns(ctx context.Context) (bool, error) {
 			ref = fmt.Sprintf("%s:skewer-%s", s.ref, key[:12])
 			p.cniRef = ref
 		}
-		build := func(ctx context.Context, key string) error {
+		build := func(ctx context.Context, ref, key string) error {
 			bin := p.b.cacheDir("bin", "standin-"+key)
 			if _, err := p.cachedDir(bin, func(out string) error {
 				cmd := run.Command("go", "build", "-trimpath", "-ldflags=-s -w -buildid=", "-o", filepath.Join(out, s.binary), "./"+s.dir)
@@ -103,7 +103,7 @@ func (p *plan) standIns(ctx context.Context) (bool, error) {
 			}
 			cached = false
 			p.b.logf("  building skewer's load-balancer stand-in as %s (no Envoy image here; kind clusters on this machine use it too, `skewer images clean` removes it)", ref)
-			if err := build(ctx, key); err != nil {
+			if err := build(ctx, ref, key); err != nil {
 				return false, err
 			}
 			continue

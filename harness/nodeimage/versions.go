@@ -31,10 +31,18 @@ const (
 
 	// repo is the repository of node images built by skewer.
 	repo = "skewer.local/node"
+	// hostPrefix comes before an upstream name on the host (HostName).
+	hostPrefix = "skewer.local/"
 	// LocalBuildLabel marks every image skewer built on this machine.
 	LocalBuildLabel = "io.skewer.build"
 	keyLabel        = "io.skewer.key"
 )
+
+// HostName is the name on the host of an image skewer builds for its nodes
+// under another's name (registry.k8s.io/kube-apiserver:v1.36.3 is
+// skewer.local/registry.k8s.io/kube-apiserver:v1.36.3 there): the nodes know
+// it by ref only, and a user's own image of that name is never shadowed.
+func HostName(ref string) string { return hostPrefix + ref }
 
 // Ref is the node image reference for a Kubernetes version built by skewer.
 func Ref(v version.Version) string { return repo + ":" + tag(v) }
