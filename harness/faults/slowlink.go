@@ -53,11 +53,7 @@ func (l *SlowLink) Inject(ctx context.Context, _ *cluster.Cluster) error {
 	if err != nil {
 		return err
 	}
-	bin, err := buildRelay(ctx)
-	if err != nil {
-		return err
-	}
-	if err := docker.Copy(ctx, bin, l.From.Name, relayPath); err != nil {
+	if err := copyRelay(ctx, l.From.Name); err != nil {
 		return err
 	}
 	target := fmt.Sprintf("%s:%d", ip, cluster.APIServerPort)
@@ -113,18 +109,25 @@ func (l *SlowLink) stopRelay(ctx context.Context) {
 	_, _ = l.From.Run(ctx, "pkill", "-f", relayPath+" -listen "+l.listen+" ")
 }
 
-// buildRelay builds ./relay as a static binary from the checkout (Go's
-// build cache makes it quick after the first time).
-func buildRelay(ctx context.Context) (string, error) {
+// copyRelay builds ./relay as a static binary from the checkout (Go's
+// build cache makes it quick after the first time) into a folder of this
+// call's own, so runs side by side never swap binaries, and copies it into
+// container.
+func copyRelay(ctx context.Context, container string) error {
 	root, err := source.Root()
 	if err != nil {
-		return "", err
+		return err
 	}
-	out := filepath.Join(os.TempDir(), "skewer-relay")
+	dir, err := os.MkdirTemp("", "skewer-relay-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	out := filepath.Join(dir, "skewer-relay")
 	cmd := run.Command("go", "build", "-o", out, "./harness/faults/relay")
 	cmd.Dir, cmd.Env = root, []string{"CGO_ENABLED=0"}
 	if err := cmd.Run(ctx); err != nil {
-		return "", fmt.Errorf("failed to build the relay: %w", err)
+		return fmt.Errorf("failed to build the relay: %w", err)
 	}
-	return out, nil
+	return docker.Copy(ctx, out, container, relayPath)
 }
