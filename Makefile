@@ -21,7 +21,7 @@ OUT ?= $(ARTIFACTS)/certify
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: all build lint test test-deps e2e suites certify images bench deps docker clean
+.PHONY: all build lint test test-deps e2e suites certify images bench deps docker release clean
 
 all: build
 
@@ -124,10 +124,35 @@ suites: images
 certify: deps docker build
 	./bin/skewer certify --from $(FROM) --to $(TO) --strategy $(STRATEGY) --strict=$(STRICT) --out $(OUT) --force $(if $(SHARD),--shard $(SHARD)) $(if $(DEADLINE),--deadline $(DEADLINE))
 
+# BENCH selects benchmarks by name (every one by default: go test runs none
+# for an empty -bench).
+BENCH ?= .
 bench: images
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 150m ./bench/...
 
+# The files of a release (the release workflow runs this on a tag):
+# skewer for linux amd64 and arm64, static, reporting VERSION, each in a
+# tar.gz with LICENSE and README.md, and checksums.txt (sha256sum -c reads
+# it). The archives are reproducible: names sorted, owners 0, every time
+# the commit's, gzip without a name or time.
+RELEASE_ARCHES ?= amd64 arm64
+DIST ?= dist
+release:
+	@[[ "$(VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$ ]] || \
+	  { echo "VERSION must be a semantic version tag such as v0.4.0 (got '$(VERSION)')" >&2; exit 2; }
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	@set -e; epoch=$$(git log -1 --format=%ct 2>/dev/null || date +%s); \
+	for arch in $(RELEASE_ARCHES); do \
+	  name=skewer_$(VERSION)_linux_$$arch; mkdir $(DIST)/$$name; \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -buildvcs=auto \
+	    -ldflags "-s -w -X main.releaseVersion=$(VERSION)" -o $(DIST)/$$name/skewer ./cmd/skewer; \
+	  cp LICENSE README.md $(DIST)/$$name/; \
+	  tar -C $(DIST) --sort=name --owner=0 --group=0 --numeric-owner --mtime=@$$epoch -cf - $$name | gzip -n > $(DIST)/$$name.tar.gz; \
+	  rm -rf $(DIST)/$$name; echo "$(DIST)/$$name.tar.gz"; \
+	done; \
+	cd $(DIST) && sha256sum *.tar.gz > checksums.txt
+
 clean:
-	rm -rf bin $(ARTIFACTS)
+	rm -rf bin $(ARTIFACTS) $(DIST)
 
 comma := ,

@@ -160,7 +160,7 @@ func TestWorkflowInputsAreTheActions(t *testing.T) {
 		}
 	}
 	// Every action is pinned by commit.
-	for _, f := range []string{"../../action.yml", "../../.github/workflows/certify.yml", "../../.github/workflows/test.yml"} {
+	for _, f := range []string{"../../action.yml", "../../.github/workflows/certify.yml", "../../.github/workflows/test.yml", "../../.github/workflows/release.yml"} {
 		raw, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

@@ -39,16 +39,23 @@ it was built with: what results.json records as the tool of a certification.`,
 	return cmd
 }
 
-// toolInfo is skewer's module version, the commit it was built from, and
-// what it was built with.
+// releaseVersion is the release a binary was built as (`make release` sets it);
+// empty for go install and go build, whose module version says it.
+var releaseVersion string
+
+// toolInfo is skewer's version (its release, else its module version), the
+// commit it was built from, and what it was built with.
 func toolInfo() report.Tool {
 	t := report.Tool{Version: "(devel)", Go: runtime.Version(), Kind: "unknown"}
 	bi, ok := debug.ReadBuildInfo()
+	if ok && bi.Main.Version != "" {
+		t.Version = bi.Main.Version
+	}
+	if releaseVersion != "" {
+		t.Version = releaseVersion
+	}
 	if !ok {
 		return t
-	}
-	if bi.Main.Version != "" {
-		t.Version = bi.Main.Version
 	}
 	for _, d := range bi.Deps {
 		if d.Path == "sigs.k8s.io/kind" {
