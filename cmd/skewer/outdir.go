@@ -13,8 +13,8 @@ import (
 	"github.com/skewer-k8s/skewer/harness/report"
 )
 
-// evidenceDir is where in --out a run's evidence goes.
-const evidenceDir = "evidence"
+// evidenceDir is where in --out a run's evidence goes (report.html links it).
+const evidenceDir = report.EvidenceDir
 
 // outDir makes --out ready for a run: writable, and holding no earlier
 // run's results or evidence, which would mix with this one's (a report

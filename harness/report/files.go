@@ -42,7 +42,7 @@ func (r *Results) Write(dir string) error {
 	if err := r.JUnit(&junit); err != nil {
 		return err
 	}
-	if err := r.HTML(&html); err != nil {
+	if err := r.html(&html, dir); err != nil {
 		return err
 	}
 	files := map[string][]byte{ResultsFile: append(js, '\n'), JUnitFile: junit.Bytes(), SummaryFile: []byte(r.Summary()), HTMLFile: html.Bytes()}

@@ -46,15 +46,29 @@ type mark struct {
 
 type runView struct {
 	Run
+	// Lanes are the run's timeline, one labelled line each: the phases,
+	// every node a rollout's step changed, the traffic through the load
+	// balancer step by step (one lane per kind of connection) and the
+	// events the monitor saw; Axis marks its time.
+	Lanes []lane
+	Axis  []mark
+	// Bars are the phases' lane, Ticks the events', for the lists below it.
 	Bars  []bar
 	Ticks []tick
-	Axis  []mark
 	// Promises are what the run judged (or could not), failures first,
 	// then errors, waivers and passes; NotJudged what it does not judge
 	// (not applicable, not selected), shown apart; both less those
-	// another shard's run judges (Elsewhere counts them).
-	Promises, NotJudged []Result
+	// another shard's run judges (Elsewhere counts them). Each with the
+	// evidence files it rests on.
+	Promises, NotJudged []row
 	Elsewhere           int
+}
+
+// row is a verdict as the page shows it, with links to the files under
+// the report's folder that it rests on.
+type row struct {
+	Result
+	Links []link
 }
 
 // firstThingsFirst orders a run's verdicts as a release manager reads
@@ -74,51 +88,27 @@ func firstThingsFirst(ps []Result) (judged, notJudged []Result) {
 }
 
 // HTML writes report.html: one page with no outside resource (styles and
-// the outcome filter inline), the verdict, each run's timeline of phases,
+// the outcome filter inline), the verdict, each run's timeline in lanes,
 // and every promise with its reason, reference, evidence and measures.
-func (r *Results) HTML(w io.Writer) error {
+// Written by Write, each verdict also links the evidence files of its
+// folder it rests on.
+func (r *Results) HTML(w io.Writer) error { return r.html(w, "") }
+
+// html is HTML for a report written in dir ("": links to nothing).
+func (r *Results) html(w io.Writer, dir string) error {
 	var runs []runView
 	for _, run := range r.Runs {
-		bs, ticks, axis := bars(run.Phases, run.Events)
-		v := runView{Run: run, Bars: bs, Ticks: ticks, Axis: axis}
+		v := runView{Run: run}
+		v.Lanes, v.Axis = lanes(run)
+		v.Bars, v.Ticks = v.Lanes[0].Bars, v.Lanes[len(v.Lanes)-1].Ticks
 		own, elsewhere := r.own(run)
-		v.Promises, v.NotJudged = firstThingsFirst(own)
+		judged, notJudged := firstThingsFirst(own)
+		ev := evidenceIn(dir, run.Strategy)
+		v.Promises, v.NotJudged = ev.rows(judged), ev.rows(notJudged)
 		v.Elsewhere = elsewhere
 		runs = append(runs, v)
 	}
 	return page.Execute(w, map[string]any{"R": r, "Runs": runs, "Outcomes": outcomes, "Counts": r.countLine()})
-}
-
-// bars places phases, and events as ticks, on a line from the first
-// phase's start to the last one's end, and the marks of its time axis.
-func bars(phases []Phase, events []Event) ([]bar, []tick, []mark) {
-	if len(phases) == 0 {
-		return nil, nil, nil
-	}
-	start, end := phases[0].Start, phases[0].End
-	for _, p := range phases {
-		if p.Start.Before(start) {
-			start = p.Start
-		}
-		if p.End.After(end) {
-			end = p.End
-		}
-	}
-	total := end.Sub(start).Seconds()
-	if total <= 0 {
-		total = 1
-	}
-	var out []bar
-	for _, p := range phases {
-		left := p.Start.Sub(start).Seconds() / total * 100
-		width := max(p.End.Sub(p.Start).Seconds()/total*100, 0.5)
-		out = append(out, bar{Phase: p, Left: round(left), Width: round(width), Took: p.End.Sub(p.Start).Round(time.Second).String()})
-	}
-	var ticks []tick
-	for _, e := range events {
-		ticks = append(ticks, tick{Event: e, Left: round(min(max(e.Time.Sub(start).Seconds()/total*100, 0), 100))})
-	}
-	return out, ticks, axis(time.Duration(total * float64(time.Second)))
 }
 
 // axis marks a timeline of length total from its start at a round step

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -48,21 +49,36 @@ func TestHTMLInABrowser(t *testing.T) {
 		t.Fatalf("%s: %v (make test-deps installs Debian's chromium; SKEWER_BROWSER names another)", chromium, err)
 	}
 	r := sample(t)
-	var buf bytes.Buffer
-	if err := r.HTML(&buf); err != nil {
+	// Written as certify writes it, beside the run's evidence: the failed
+	// verdict names control-plane5, which has an audit log and a kept
+	// apiserver log; control-plane (a prefix of its name) is not named.
+	dir := t.TempDir()
+	for _, f := range []string{
+		"evidence/surge/audit/skewer-certify-surge-control-plane5/audit.log",
+		"evidence/surge/logs/apiservers/skewer-certify-surge-control-plane5.log",
+		"evidence/surge/audit/skewer-certify-surge-control-plane/audit.log",
+		"evidence/surge/logs/skewer-certify-surge-control-plane/kubelet.log",
+		"evidence/surge/metrics/00-start-create/cp1.prom",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Write(dir); err != nil {
 		t.Fatal(err)
 	}
 	// Served on loopback, and every other request the page would make is
 	// counted: there must be none.
 	var others []string
+	files := http.FileServer(http.Dir(dir))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.URL.Path != "/report.html" {
 			others = append(others, req.URL.Path)
-			http.NotFound(w, req)
-			return
 		}
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		_, _ = w.Write(buf.Bytes())
+		files.ServeHTTP(w, req)
 	}))
 	defer srv.Close()
 
@@ -162,8 +178,41 @@ func TestHTMLInABrowser(t *testing.T) {
 	if n := count(`document.querySelectorAll('p.image').length`); n != 2 {
 		t.Errorf("%d node images shown, want 2", n)
 	}
-	if n := count(`document.querySelectorAll('.timeline .bar').length`); n != 3 {
-		t.Errorf("%d bars on the timeline for 3 phases", n)
+	if n := count(`document.querySelectorAll('.lane[data-lane="phases"] .bar').length`); n != 3 {
+		t.Errorf("%d bars in the phases' lane for 3 phases", n)
+	}
+	// A lane per node a step changed, per kind of connection the traffic's
+	// steps were timed on (red where requests failed), then the events.
+	lanes, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('.lane[data-lane]')).map(l => l.dataset.lane + ':' + l.querySelector('.label').textContent + ':' + l.querySelectorAll('.bar').length + ':' + l.querySelectorAll('.bar.error').length)`))
+	if want := "phases:phases:3:1 node:cp4:2:1 traffic:traffic, reused:1:1 traffic:traffic, new:1:0 events:events:0:0"; err != nil || strings.Join(lanes, " ") != want {
+		t.Errorf("lanes %v (%v), want %s", lanes, err, want)
+	}
+	// The page's top as a reader first sees it, kept with the run's artifacts.
+	if out := os.Getenv("ARTIFACTS"); out != "" {
+		if png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot()); err != nil {
+			t.Errorf("screenshot: %v", err)
+		} else if err := os.MkdirAll(out, 0o755); err == nil {
+			_ = os.WriteFile(filepath.Join(out, "report-sample.png"), png, 0o644)
+		}
+	}
+	// Each verdict links the files it rests on, and every link resolves
+	// inside the report's folder.
+	links, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('tr[data-outcome="fail"] ul.links a')).map(a => a.getAttribute('href'))`))
+	if want := "evidence/surge/audit/skewer-certify-surge-control-plane5/ evidence/surge/logs/apiservers/skewer-certify-surge-control-plane5.log evidence/surge/"; err != nil || strings.Join(links, " ") != want {
+		t.Errorf("the failure links %v (%v), want %s", links, err, want)
+	}
+	if n := count(`document.querySelectorAll('tr[data-area="proxy"] ul.links a[href="evidence/surge/metrics/"]').length`); n != 2 {
+		t.Errorf("%d verdicts on metrics link the metrics, want proxy.metrics.rerouted and peer-proxy-errors", n)
+	}
+	all, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('ul.links a')).map(a => a.getAttribute('href'))`))
+	if err != nil || len(all) < len(promise.Catalogue()) {
+		t.Errorf("%d links (%v), want one at least per verdict", len(all), err)
+	}
+	for _, href := range all {
+		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(href))); err != nil || strings.HasPrefix(href, "/") || strings.Contains(href, "..") {
+			t.Errorf("link %s does not resolve inside the report's folder: %v", href, err)
+			break
+		}
 	}
 	if labels, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('.axis span')).map(s => s.textContent)`)); err != nil || len(labels) < 2 || labels[0] != "0" {
 		t.Errorf("the timeline's axis reads %v (%v), want marks from 0", labels, err)
@@ -204,6 +253,13 @@ func TestHTMLInABrowser(t *testing.T) {
 	if len(others) > 0 {
 		t.Errorf("the page asked the server for more: %v", others)
 	}
+	// A link followed opens its file from the folder.
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/evidence/surge/logs/apiservers/skewer-certify-surge-control-plane5.log")); err != nil {
+		t.Fatal(err)
+	}
+	if body := strings.TrimSpace(text("body")); body != "x" {
+		t.Errorf("the linked log reads %q", body)
+	}
 }
 
 // A run's time axis marks round times, at most ten besides the start,
@@ -225,5 +281,38 @@ func TestAxis(t *testing.T) {
 		if g := strings.Join(got, " "); g != c.want {
 			t.Errorf("axis(%s) = %s, want %s", c.total, g, c.want)
 		}
+	}
+}
+
+// A node is named by its whole name only: cp1 is not named by cp10 or
+// by my-cp1, and is by "cp1:6443" or at the end of a line.
+func TestNames(t *testing.T) {
+	for text, want := range map[string]bool{
+		"served by cp1":     true,
+		"cp1:6443 answered": true,
+		"on cp10":           false,
+		"on my-cp1":         false,
+		"cp10 and then cp1": true,
+		"nothing":           false,
+	} {
+		if got := names(text, "cp1"); got != want {
+			t.Errorf("names(%q, cp1) = %v, want %v", text, got, want)
+		}
+	}
+}
+
+// A step of the traffic from results written before steps were timed has
+// no place on the timeline (it stays in the table); the lanes are the
+// phases' and the events' then.
+func TestLanesOfOldResults(t *testing.T) {
+	run := Run{Phases: []Phase{{Name: "create", Start: t0, End: t0.Add(time.Minute)}},
+		Steps: []StepLatency{{Phase: "01 join", Conn: "reused", Requests: 3}}}
+	ls, _ := lanes(run)
+	var kinds []string
+	for _, l := range ls {
+		kinds = append(kinds, l.Kind)
+	}
+	if got := strings.Join(kinds, " "); got != "phases events" {
+		t.Errorf("lanes %s, want phases events", got)
 	}
 }

@@ -189,6 +189,11 @@ type StepLatency struct {
 	Failed   int           `json:"failed"`
 	P50      time.Duration `json:"p50"`
 	P99      time.Duration `json:"p99"`
+	// First and Last are when the first and the last of the requests
+	// were sent: where the step lies on the run's timeline. Zero in
+	// results written before they were recorded.
+	First time.Time `json:"first,omitzero"`
+	Last  time.Time `json:"last,omitzero"`
 }
 
 // Connections is Conn, with results from before it was recorded read as

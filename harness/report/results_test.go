@@ -58,8 +58,10 @@ func sample(t *testing.T) *Results {
 		{Target: "cp1", Requests: 1200, Codes: map[int]int{200: 1200}, P50: 3 * time.Millisecond, P99: 40 * time.Millisecond},
 	}
 	run.Steps = []StepLatency{
-		{Phase: "add the new node to the load balancer", Conn: "reused", Requests: 400, Failed: 1, P50: 5 * time.Millisecond, P99: 70 * time.Millisecond},
-		{Phase: "add the new node to the load balancer", Conn: "new", Requests: 200, P50: 9 * time.Millisecond, P99: 60 * time.Millisecond},
+		{Phase: "add the new node to the load balancer", Conn: "reused", Requests: 400, Failed: 1, P50: 5 * time.Millisecond, P99: 70 * time.Millisecond,
+			First: t0.Add(6 * time.Minute), Last: t0.Add(7 * time.Minute)},
+		{Phase: "add the new node to the load balancer", Conn: "new", Requests: 200, P50: 9 * time.Millisecond, P99: 60 * time.Millisecond,
+			First: t0.Add(6 * time.Minute), Last: t0.Add(7 * time.Minute)},
 		{Phase: "remove the old node | from etcd", Conn: "reused", Requests: 300, Failed: 2, P50: 6 * time.Millisecond, P99: 900 * time.Millisecond},
 	}
 	run.Components = map[string][]Component{

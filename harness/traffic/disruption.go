@@ -105,6 +105,12 @@ func Steps(records []Record) []report.StepLatency {
 			if failed(r) {
 				s.Failed++
 			}
+			if s.First.IsZero() || r.Time.Before(s.First) {
+				s.First = r.Time
+			}
+			if r.Time.After(s.Last) {
+				s.Last = r.Time
+			}
 		}
 		s.P50, s.P99 = answeredLatencies(by[k])
 		out = append(out, s)

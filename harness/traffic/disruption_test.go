@@ -125,4 +125,9 @@ func TestStepsThroughTheLoadBalancer(t *testing.T) {
 	if drain.Phase != "drain" || drain.Requests != 2 || drain.Failed != 1 || drain.P50 != 40*time.Millisecond {
 		t.Errorf("drain: a request with no response has no latency: %+v", drain)
 	}
+	// Each step lies where its requests were sent (the watch event and the
+	// direct request are not its).
+	if !join.First.Equal(t0) || !join.Last.Equal(t0.Add(time.Second)) || !drain.First.Equal(t0.Add(2*time.Second)) || !drain.Last.Equal(t0.Add(3*time.Second)) {
+		t.Errorf("join from %s to %s, drain from %s to %s", join.First, join.Last, drain.First, drain.Last)
+	}
 }

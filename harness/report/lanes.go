@@ -1,0 +1,102 @@
+package report
+
+import (
+	"fmt"
+	"time"
+)
+
+// lane is one labelled line of a run's timeline.
+type lane struct {
+	Label string
+	Kind  string // phases, node, traffic or events
+	Bars  []bar
+	Ticks []tick
+}
+
+// lanes lays a run out on one time line from its first phase's start to
+// its last one's end: the phases; a lane per node a rollout's step
+// changed, with those steps; a lane per kind of connection through the
+// load balancer with the traffic's steps, failed ones marked; and the
+// events. The phases' lane comes first and the events' last, always.
+func lanes(run Run) ([]lane, []mark) {
+	phases := lane{Label: "phases", Kind: "phases"}
+	events := lane{Label: "events", Kind: "events"}
+	if len(run.Phases) == 0 {
+		return []lane{phases, events}, nil
+	}
+	start, end := run.Phases[0].Start, run.Phases[0].End
+	for _, p := range run.Phases {
+		if p.Start.Before(start) {
+			start = p.Start
+		}
+		if p.End.After(end) {
+			end = p.End
+		}
+	}
+	total := end.Sub(start).Seconds()
+	if total <= 0 {
+		total = 1
+	}
+	place := func(p Phase) bar {
+		left := p.Start.Sub(start).Seconds() / total * 100
+		width := max(p.End.Sub(p.Start).Seconds()/total*100, 0.5)
+		return bar{Phase: p, Left: round(left), Width: round(width), Took: p.End.Sub(p.Start).Round(time.Second).String()}
+	}
+	byNode := map[string]*lane{}
+	var nodes []string
+	for _, p := range run.Phases {
+		phases.Bars = append(phases.Bars, place(p))
+		for _, s := range p.Steps {
+			if s.Node == "" {
+				continue
+			}
+			if byNode[s.Node] == nil {
+				byNode[s.Node] = &lane{Label: s.Node, Kind: "node"}
+				nodes = append(nodes, s.Node)
+			}
+			byNode[s.Node].Bars = append(byNode[s.Node].Bars, place(s))
+		}
+	}
+	out := []lane{phases}
+	for _, n := range nodes {
+		out = append(out, *byNode[n])
+	}
+	for _, l := range trafficLanes(run.Steps) {
+		for i, p := range l.Bars {
+			l.Bars[i] = place(p.Phase)
+		}
+		out = append(out, l)
+	}
+	for _, e := range run.Events {
+		events.Ticks = append(events.Ticks, tick{Event: e, Left: round(min(max(e.Time.Sub(start).Seconds()/total*100, 0), 100))})
+	}
+	return append(out, events), axis(time.Duration(total * float64(time.Second)))
+}
+
+// trafficLanes are a lane per kind of connection through the load
+// balancer with a bar (not yet placed) per step of the traffic, from its
+// first request to its last; its error says how many failed. Results
+// written before a step's times were recorded have no such lanes.
+func trafficLanes(figures []StepLatency) []lane {
+	byConn := map[string]*lane{}
+	var conns []string
+	for _, f := range figures {
+		if f.First.IsZero() {
+			continue
+		}
+		if byConn[f.Conn] == nil {
+			byConn[f.Conn] = &lane{Label: "traffic, " + f.Conn, Kind: "traffic"}
+			conns = append(conns, f.Conn)
+		}
+		p := Phase{Name: fmt.Sprintf("%s: %d requests, p99 %s", f.Phase, f.Requests, f.P99.Round(time.Millisecond)), Start: f.First, End: f.Last}
+		if f.Failed > 0 {
+			p.Error = fmt.Sprintf("%d of %d failed", f.Failed, f.Requests)
+		}
+		byConn[f.Conn].Bars = append(byConn[f.Conn].Bars, bar{Phase: p})
+	}
+	var out []lane
+	for _, c := range conns {
+		out = append(out, *byConn[c])
+	}
+	return out
+}
