@@ -155,6 +155,28 @@ func TestTerminationCountsFromTheKubeletsFirstSIGTERM(t *testing.T) {
 	if v := JudgeBoundedFlush(testKubelets, onBoth(late)); v.Outcome != promise.Fail || !strings.Contains(v.Reason, "last container ended 9s after the kubelet's first SIGTERM, not within its grace period of 6s (bound 9s)") {
 		t.Errorf("a container ran 9 s past a 6 s grace period: %v, %s", v.Outcome, v.Reason)
 	}
+	// The log agent's turn reached past the grace period moves the bound
+	// with it (make e2e at 2eadef4: the app's SIGTERM at 04.988, the
+	// proxy's at 07.777, the agent's at 12.739 - 7.75 s in - and the last
+	// container's end at 14, to the second): it ran 9 s, within what the
+	// kubelet gave it. Past that, or told past the kill margin, it fails.
+	told := Stopped{Events: []fixtures.Event{
+		{At: t0, Who: "app", What: "sigterm lines=1206"},
+		{At: t0.Add(2789 * time.Millisecond), Who: "proxy", What: "sigterm"},
+		{At: t0.Add(2789 * time.Millisecond), Who: "proxy", What: "exit"},
+		{At: t0.Add(7751 * time.Millisecond), Who: "log-agent", What: "sigterm buffered=837"},
+	}, Deleted: t0.Add(-time.Second), Gone: 20 * time.Second, Shipped: 1000, Ended: t0.Add(9012 * time.Millisecond)}
+	if v := JudgeBoundedFlush(testKubelets, onBoth(told)); v.Outcome != promise.Pass || !strings.Contains(v.Evidence[0], "ended 9s after the first SIGTERM, the log agent told 7.8s after it") {
+		t.Errorf("the agent told 7.75 s in, the last container ended 9 s in: %v, %s %v", v.Outcome, v.Reason, v.Evidence)
+	}
+	told.Ended = t0.Add(11 * time.Second)
+	if v := JudgeBoundedFlush(testKubelets, onBoth(told)); v.Outcome != promise.Fail || !strings.Contains(v.Reason, "ended 11s after the kubelet's first SIGTERM, the log agent told 7.8s after it, not within its grace period of 6s (bound 10.751s)") {
+		t.Errorf("the agent told 7.75 s in, the last container ended 11 s in: %v, %s", v.Outcome, v.Reason)
+	}
+	told.Events[3].At = t0.Add(9500 * time.Millisecond)
+	if v := JudgeBoundedFlush(testKubelets, onBoth(told)); v.Outcome != promise.Fail || !strings.Contains(v.Reason, "told the log agent to stop 9.5s after its first SIGTERM, past the grace period of 6s and the kill margin of 3s") {
+		t.Errorf("the agent told 9.5 s in: %v, %s", v.Outcome, v.Reason)
+	}
 	stubborn := func(noticed, held time.Duration) Stubborn {
 		return Stubborn{Events: recorded("app sigterm lines=100", "proxy sigterm ignored"), Deleted: t0.Add(-noticed), Gone: noticed + held, Kept: 100}
 	}
