@@ -59,6 +59,7 @@ func TestHTMLInABrowser(t *testing.T) {
 		"evidence/surge/audit/skewer-certify-surge-control-plane/audit.log",
 		"evidence/surge/logs/skewer-certify-surge-control-plane/kubelet.log",
 		"evidence/surge/metrics/00-start-create/cp1.prom",
+		"evidence/surge/traffic.json",
 	} {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
 			t.Fatal(err)
@@ -198,7 +199,7 @@ func TestHTMLInABrowser(t *testing.T) {
 	// Each verdict links the files it rests on, and every link resolves
 	// inside the report's folder.
 	links, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('tr[data-outcome="fail"] ul.links a')).map(a => a.getAttribute('href'))`))
-	if want := "evidence/surge/audit/skewer-certify-surge-control-plane5/ evidence/surge/logs/apiservers/skewer-certify-surge-control-plane5.log evidence/surge/"; err != nil || strings.Join(links, " ") != want {
+	if want := "evidence/surge/audit/skewer-certify-surge-control-plane5/ evidence/surge/logs/apiservers/skewer-certify-surge-control-plane5.log evidence/surge/traffic.json evidence/surge/"; err != nil || strings.Join(links, " ") != want {
 		t.Errorf("the failure links %v (%v), want %s", links, err, want)
 	}
 	if n := count(`document.querySelectorAll('tr[data-area="proxy"] ul.links a[href="evidence/surge/metrics/"]').length`); n != 2 {
@@ -314,5 +315,24 @@ func TestLanesOfOldResults(t *testing.T) {
 	}
 	if got := strings.Join(kinds, " "); got != "phases events" {
 		t.Errorf("lanes %s, want phases events", got)
+	}
+}
+
+// A bar never leaves its line: traffic timed past the phases is cut at
+// their end, and a step of no length is still drawn.
+func TestLanesKeepBarsOnTheLine(t *testing.T) {
+	run := Run{Phases: []Phase{{Name: "roll", Start: t0, End: t0.Add(10 * time.Minute)}},
+		Steps: []StepLatency{
+			{Phase: "01 join", Conn: "reused", Requests: 3, First: t0.Add(-time.Minute), Last: t0.Add(11 * time.Minute)},
+			{Phase: "02 done", Conn: "reused", Requests: 1, First: t0.Add(10 * time.Minute), Last: t0.Add(10 * time.Minute)},
+		}}
+	ls, _ := lanes(run)
+	if len(ls) != 3 || ls[1].Kind != "traffic" || len(ls[1].Bars) != 2 {
+		t.Fatalf("lanes %+v", ls)
+	}
+	for _, b := range ls[1].Bars {
+		if b.Left < 0 || b.Width < 0.5 || b.Left+b.Width > 100 {
+			t.Errorf("%s at %v%% for %v%%: off the line", b.Name, b.Left, b.Width)
+		}
 	}
 }

@@ -2,12 +2,14 @@ package report
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
 // lane is one labelled line of a run's timeline.
 type lane struct {
 	Label string
+	Title string // the label whole, where Label is shortened
 	Kind  string // phases, node, traffic or events
 	Bars  []bar
 	Ticks []tick
@@ -37,9 +39,11 @@ func lanes(run Run) ([]lane, []mark) {
 	if total <= 0 {
 		total = 1
 	}
+	// A bar stays on the line (a step's traffic may outlast the phases),
+	// and one too short to see is drawn at 0.5%.
 	place := func(p Phase) bar {
-		left := p.Start.Sub(start).Seconds() / total * 100
-		width := max(p.End.Sub(p.Start).Seconds()/total*100, 0.5)
+		left := min(max(p.Start.Sub(start).Seconds()/total*100, 0), 99.5)
+		width := min(max(p.End.Sub(p.Start).Seconds()/total*100, 0.5), 100-left)
 		return bar{Phase: p, Left: round(left), Width: round(width), Took: p.End.Sub(p.Start).Round(time.Second).String()}
 	}
 	byNode := map[string]*lane{}
@@ -51,7 +55,8 @@ func lanes(run Run) ([]lane, []mark) {
 				continue
 			}
 			if byNode[s.Node] == nil {
-				byNode[s.Node] = &lane{Label: s.Node, Kind: "node"}
+				// A node's name less its cluster's: control-plane5.
+				byNode[s.Node] = &lane{Label: strings.TrimPrefix(s.Node, run.Cluster+"-"), Title: s.Node, Kind: "node"}
 				nodes = append(nodes, s.Node)
 			}
 			byNode[s.Node].Bars = append(byNode[s.Node].Bars, place(s))

@@ -13,8 +13,8 @@ import (
 // EvidenceDir is where, under a report's folder, certify keeps the
 // evidence of each run: EvidenceDir/<strategy>/ holds logs/<node>/ (kind's
 // export of a node), logs/apiservers/<node>.log (every apiserver container
-// the node ran), audit/<node>/ (its audit logs) and metrics/ (each phase's
-// edges).
+// the node ran), audit/<node>/ (its audit logs), metrics/ (each phase's
+// edges) and traffic.json (every request of the traffic).
 const EvidenceDir = "evidence"
 
 // link is a file or folder of the report's folder, relative to it.
@@ -58,7 +58,8 @@ func (e evidence) rows(results []Result) []row {
 // links are the files a verdict rests on: for every node its reason,
 // evidence or measures name, that node's audit log, its apiservers' kept
 // log and its node logs; the metrics kept at each phase's edges for a
-// verdict on metrics; and last the run's whole evidence folder. Only what
+// verdict on metrics; every request of the traffic for a verdict on a
+// rollout; and last the run's whole evidence folder. Only what
 // exists is linked.
 func (e evidence) links(r Result) []link {
 	if e.dir == "" || r.Outcome == promise.NotSelected {
@@ -81,6 +82,9 @@ func (e evidence) links(r Result) []link {
 	}
 	if strings.Contains(string(r.ID), ".metrics.") || strings.Contains(text, "_total") {
 		add(path.Join(e.root, "metrics")+"/", "metrics at each phase's edges")
+	}
+	if r.ID.Area() == "rollout" {
+		add(path.Join(e.root, "traffic.json"), "every request of the traffic")
 	}
 	add(e.root+"/", "all of this run's evidence")
 	return out
