@@ -52,9 +52,6 @@ type runView struct {
 	// events the monitor saw; Axis marks its time.
 	Lanes []lane
 	Axis  []mark
-	// Bars are the phases' lane, Ticks the events', for the lists below it.
-	Bars  []bar
-	Ticks []tick
 	// Promises are what the run judged (or could not), failures first,
 	// then errors, waivers and passes; NotJudged what it does not judge
 	// (not applicable, not selected), shown apart; both less those
@@ -63,6 +60,12 @@ type runView struct {
 	Promises, NotJudged []row
 	Elsewhere           int
 }
+
+// Bars are the phases' lane, the first, for the list below the timeline.
+func (v runView) Bars() []bar { return v.Lanes[0].Bars }
+
+// Ticks are the events' lane, the last, for the list below the timeline.
+func (v runView) Ticks() []tick { return v.Lanes[len(v.Lanes)-1].Ticks }
 
 // row is a verdict as the page shows it, with links to the files under
 // the report's folder that it rests on.
@@ -87,20 +90,16 @@ func firstThingsFirst(ps []Result) (judged, notJudged []Result) {
 	return judged, notJudged
 }
 
-// HTML writes report.html: one page with no outside resource (styles and
-// the outcome filter inline), the verdict, each run's timeline in lanes,
-// and every promise with its reason, reference, evidence and measures.
-// Written by Write, each verdict also links the evidence files of its
-// folder it rests on.
-func (r *Results) HTML(w io.Writer) error { return r.html(w, "") }
-
-// html is HTML for a report written in dir ("": links to nothing).
+// html writes report.html for a report written in dir: one page with no
+// outside resource (styles and the outcome filter inline), the verdict,
+// each run's timeline in lanes, and every promise with its reason,
+// reference, evidence and measures, and links to the evidence files of
+// dir it rests on ("": links to nothing).
 func (r *Results) html(w io.Writer, dir string) error {
 	var runs []runView
 	for _, run := range r.Runs {
 		v := runView{Run: run}
 		v.Lanes, v.Axis = lanes(run)
-		v.Bars, v.Ticks = v.Lanes[0].Bars, v.Lanes[len(v.Lanes)-1].Ticks
 		own, elsewhere := r.own(run)
 		judged, notJudged := firstThingsFirst(own)
 		ev := evidenceIn(dir, run.Strategy)

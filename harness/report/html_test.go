@@ -30,7 +30,7 @@ func browser() string {
 // The page stands alone: nothing in it loads from anywhere.
 func TestHTMLIsSelfContained(t *testing.T) {
 	var buf bytes.Buffer
-	if err := sample(t).HTML(&buf); err != nil {
+	if err := sample(t).html(&buf, ""); err != nil {
 		t.Fatal(err)
 	}
 	loads := regexp.MustCompile(`(?i)<(?:script|link|img|iframe)[^>]*\s(?:src|href)="([^"]*)"|url\(|@import`)

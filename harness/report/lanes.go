@@ -66,12 +66,7 @@ func lanes(run Run) ([]lane, []mark) {
 	for _, n := range nodes {
 		out = append(out, *byNode[n])
 	}
-	for _, l := range trafficLanes(run.Steps) {
-		for i, p := range l.Bars {
-			l.Bars[i] = place(p.Phase)
-		}
-		out = append(out, l)
-	}
+	out = append(out, trafficLanes(run.Steps, place)...)
 	for _, e := range run.Events {
 		events.Ticks = append(events.Ticks, tick{Event: e, Left: round(min(max(e.Time.Sub(start).Seconds()/total*100, 0), 100))})
 	}
@@ -79,10 +74,10 @@ func lanes(run Run) ([]lane, []mark) {
 }
 
 // trafficLanes are a lane per kind of connection through the load
-// balancer with a bar (not yet placed) per step of the traffic, from its
+// balancer with a bar per step of the traffic, placed by place from its
 // first request to its last; its error says how many failed. Results
 // written before a step's times were recorded have no such lanes.
-func trafficLanes(figures []StepLatency) []lane {
+func trafficLanes(figures []StepLatency, place func(Phase) bar) []lane {
 	byConn := map[string]*lane{}
 	var conns []string
 	for _, f := range figures {
@@ -97,7 +92,7 @@ func trafficLanes(figures []StepLatency) []lane {
 		if f.Failed > 0 {
 			p.Error = fmt.Sprintf("%d of %d failed", f.Failed, f.Requests)
 		}
-		byConn[f.Conn].Bars = append(byConn[f.Conn].Bars, bar{Phase: p})
+		byConn[f.Conn].Bars = append(byConn[f.Conn].Bars, place(p))
 	}
 	var out []lane
 	for _, c := range conns {

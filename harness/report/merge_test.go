@@ -84,7 +84,7 @@ func TestMergeShardsOfARecordedCertification(t *testing.T) {
 		t.Error("the summary lists as not selected promises another shard judged")
 	}
 	var page strings.Builder
-	if err := m.HTML(&page); err != nil {
+	if err := m.html(&page, ""); err != nil {
 		t.Fatal(err)
 	}
 	if n := strings.Count(page.String(), `data-outcome="not-selected"`); n != 0 {
