@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -73,24 +74,55 @@ func (b *Builder) logf(format string, args ...any) {
 	fmt.Fprintf(b.out(), format+"\n", args...)
 }
 
-// step runs fn as a named step, printing its start, a heartbeat while it runs
-// long, and its outcome with the elapsed time.
-func (b *Builder) step(ctx context.Context, name string, fn func(ctx context.Context) (cached bool, err error)) error {
+// step runs fn as a named step, printing a heartbeat while it runs long
+// and its outcome with the elapsed time; a step found in the cache is
+// held back for the plan's last line (done), so a build with nothing to
+// do says so in one line.
+func (p *plan) step(ctx context.Context, name string, fn func(ctx context.Context) (cached bool, err error)) error {
+	b := p.b
 	start := time.Now()
-	stop := wait.Heartbeat(20*time.Second, func(d time.Duration) { b.logf("  ... %s (%s)", name, d.Round(time.Second)) })
+	stop := wait.Heartbeat(20*time.Second, func(d time.Duration) { p.show(); b.logf("  ... %s (%s)", name, d.Round(time.Second)) })
 	cached, err := fn(ctx)
 	stop()
 	elapsed := time.Since(start).Round(100 * time.Millisecond)
 	switch {
 	case err != nil:
+		p.show()
 		b.logf("  ✗ %s (%s): %v", name, elapsed, err)
 		return fmt.Errorf("failed to build %s: %w", name, err)
 	case cached:
-		b.logf("  ✓ %s (cached)", name)
+		b.mu.Lock()
+		p.held = append(p.held, name)
+		b.mu.Unlock()
 	default:
+		p.show()
 		b.logf("  ✓ %s (built in %s)", name, elapsed)
 	}
 	return nil
+}
+
+// show prints the plan's header once, before its first line of work.
+func (p *plan) show() {
+	p.shown.Do(func() {
+		if p.header != "" {
+			p.b.logf("%s", p.header)
+		}
+		p.working = true
+	})
+}
+
+// done prints the plan's last line: what the cache held, and how long the
+// whole took.
+func (p *plan) done(start time.Time) {
+	took := time.Since(start).Round(100 * time.Millisecond)
+	if !p.working {
+		p.b.logf("node image %s ready in %s: every piece cached (%s)", p.ref(), took, p.b.cacheDir())
+		return
+	}
+	if len(p.held) > 0 {
+		p.b.logf("  ✓ cached: %s", strings.Join(p.held, "; "))
+	}
+	p.b.logf("node image %s ready in %s", p.ref(), took)
 }
 
 // cacheKey is a short digest of everything that determines an artifact.
@@ -181,18 +213,18 @@ func (b *Builder) build(ctx context.Context, v version.Version, r *Release) (*pl
 	}
 	start := time.Now()
 	p := &plan{b: b, v: v, rel: r}
-	b.logf("building node image %s offline (cache %s)", p.ref(), b.cacheDir())
+	p.header = fmt.Sprintf("building node image %s offline (cache %s)", p.ref(), b.cacheDir())
 	// debootstrap waits on the network and the disk while the Go builds
 	// keep both cores busy: run it beside them.
 	rootfsCtx, cancelRootfs := context.WithCancel(ctx)
 	defer cancelRootfs()
 	rootfsDone := make(chan error, 1)
-	go func() { rootfsDone <- b.step(rootfsCtx, "Debian "+debianSuite+" root filesystems", p.rootfs) }()
+	go func() { rootfsDone <- p.step(rootfsCtx, "Debian "+debianSuite+" root filesystems", p.rootfs) }()
 	binaries := "Kubernetes " + v.String() + " binaries"
 	if r != nil {
 		binaries += " from " + r.Path
 	}
-	if err := b.step(ctx, binaries, p.kubeBinaries); err != nil {
+	if err := p.step(ctx, binaries, p.kubeBinaries); err != nil {
 		return nil, err
 	}
 	if err := <-rootfsDone; err != nil {
@@ -208,11 +240,11 @@ func (b *Builder) build(ctx context.Context, v version.Version, r *Release) (*pl
 		{"node image " + p.ref(), p.nodeImage},
 	}
 	for _, s := range steps {
-		if err := b.step(ctx, s.name, s.fn); err != nil {
+		if err := p.step(ctx, s.name, s.fn); err != nil {
 			return nil, err
 		}
 	}
-	b.logf("node image %s ready in %s", p.ref(), time.Since(start).Round(100*time.Millisecond))
+	p.done(start)
 	return p, nil
 }
 
@@ -231,6 +263,11 @@ type plan struct {
 	tarOf      map[string]string // imageTars by the image each holds
 	imagesKey  string            // combined cache key of imageTars
 	cniRef     string            // the CNI stand-in image reference
+
+	header  string    // printed before the first step that works (show)
+	shown   sync.Once // guards header
+	working bool      // a step did more than find its cache
+	held    []string  // steps found in the cache (guarded by b.mu)
 }
 
 func (p *plan) gitVersion() string { return p.v.String() }

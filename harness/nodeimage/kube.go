@@ -112,7 +112,7 @@ func (b *Builder) KubernetesBinaries(ctx context.Context, v, gitVersion version.
 		return fmt.Errorf("%s is not a build of %s: they differ before the suffix", gitVersion, v)
 	}
 	p := &plan{b: b, v: v}
-	return b.step(ctx, fmt.Sprintf("Kubernetes %s binaries reporting %s", v, gitVersion), func(ctx context.Context) (bool, error) {
+	return p.step(ctx, fmt.Sprintf("Kubernetes %s binaries reporting %s", v, gitVersion), func(ctx context.Context) (bool, error) {
 		return false, p.buildKubernetes(ctx, gitVersion, dir)
 	})
 }
