@@ -21,7 +21,7 @@ OUT ?= $(ARTIFACTS)/certify
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: all build lint test test-deps e2e suites certify images bench deps docker release clean
+.PHONY: all build lint test test-deps e2e suites certify images bench soak soak-input deps docker release clean
 
 all: build
 
@@ -123,6 +123,21 @@ suites: images
 # it in time to report and clean up under a CI job's timeout.
 certify: deps docker build
 	./bin/skewer certify --from $(FROM) --to $(TO) --strategy $(STRATEGY) --strict=$(STRICT) --out $(OUT) --force $(if $(SHARD),--shard $(SHARD)) $(if $(DEADLINE),--deadline $(DEADLINE))
+
+# A soak: certify FROM -> TO N times back to back (SOAK_STRATEGY, surge
+# by default), each run's report in $(SOAK)/run-NN, then one table of how
+# each promise came out across them (skewer report soak): the flakes to
+# root-cause. Hours: not a CI step. A run Ctrl-C stops ends the soak.
+N ?= 3
+SOAK ?= $(ARTIFACTS)/soak
+SOAK_STRATEGY ?= surge
+soak: soak-input images
+	@mkdir -p $(SOAK); for i in $$(seq -f %02g 1 $(N)); do \
+	  ./bin/skewer certify --from $(FROM) --to $(TO) --strategy $(SOAK_STRATEGY) --strict=$(STRICT) --out $(SOAK)/run-$$i --force; \
+	  c=$$?; [ $$c -lt 128 ] || exit $$c; \
+	done; ./bin/skewer report soak $$(seq -f '$(SOAK)/run-%02g' 1 $(N))
+soak-input:
+	@[[ "$(N)" =~ ^[1-9][0-9]*$$ ]] || { echo "N must be how many certifications to run, 1 or more (got '$(N)')" >&2; exit 2; }
 
 # BENCH selects benchmarks by name (every one by default: go test runs none
 # for an empty -bench).

@@ -43,8 +43,43 @@ but the results. The exit status is 1 when a promise failed, as certify's.`,
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "where to write the files (default: DIR)")
-	cmd.AddCommand(mergeCommand())
+	cmd.AddCommand(mergeCommand(), soakCommand())
 	return cmd
+}
+
+func soakCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "soak DIR...",
+		Short: "Add up certifications of one pair run back to back (make soak): each promise's outcomes, each run's time",
+		Long: `soak reads DIR/results.json of each certification of a soak - the same pair certified again and
+again on one machine (make soak N=10) - and prints, in Markdown, each certification's outcome and
+time, then every promise that came out differently between runs or failed in one (a flake: find
+its cause; a soak never retries one into a pass), with how often it passed, was waived, failed or
+could not be judged, and the reasons it failed; then the promises that came out the same in every
+run. A certification cut short, or lacking a run, counts against the soak. The exit status is 1
+when any certification did not pass.`,
+		Example: `  skewer report soak _artifacts/soak/run-*`,
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var runs []*report.Results
+			for _, dir := range args {
+				res, err := report.Load(filepath.Join(dir, report.ResultsFile))
+				if err != nil {
+					return badInput(err)
+				}
+				runs = append(runs, res)
+			}
+			s, err := report.NewSoak(args, runs)
+			if err != nil {
+				return badInput(err)
+			}
+			fmt.Fprint(cmd.OutOrStdout(), s.Markdown())
+			if !s.Passed() {
+				return fmt.Errorf("%d certification(s) of %d did not pass", s.Failed(), len(s.Runs))
+			}
+			return nil
+		},
+	}
 }
 
 func mergeCommand() *cobra.Command {

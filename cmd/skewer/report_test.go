@@ -130,3 +130,45 @@ func TestReportMergeJoinsShards(t *testing.T) {
 		t.Errorf("%d file(s) written for shards that do not merge", len(left))
 	}
 }
+
+// `skewer report soak` adds up certifications of one pair: the table on
+// stdout, exit 1 when one of them failed, bad input refused.
+func TestReportSoak(t *testing.T) {
+	recorded := filepath.Join("..", "..", "harness", "report", "testdata", "surge-results.json")
+	res, err := report.Load(recorded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(fail bool) string {
+		r := *res
+		r.Runs = append([]report.Run(nil), res.Runs...)
+		r.Runs[0].Promises = append([]report.Result(nil), res.Runs[0].Promises...)
+		if fail {
+			r.Runs[0].Promises[0].Verdict = promise.Verdict{ID: r.Runs[0].Promises[0].ID, Outcome: promise.Fail, Reason: "a restart no phase meant"}
+		}
+		if err := r.Finish(r.Finished); err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		if err := r.Write(dir); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	passed, failed := run(false), run(true)
+	var stdout, stderr bytes.Buffer
+	if code := Run(context.Background(), []string{"report", "soak", passed, passed}, &stdout, &stderr); code != 0 ||
+		!strings.Contains(stdout.String(), "# Soak: v1.35.4 -> v1.36.3, 2 certification(s)") {
+		t.Errorf("two passing runs: exit %d: %s%s", code, stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := Run(context.Background(), []string{"report", "soak", passed, failed}, &stdout, &stderr); code != exitFailed ||
+		!strings.Contains(stdout.String(), "run 2: a restart no phase meant") || !strings.Contains(stderr.String(), "1 certification(s) of 2 did not pass") {
+		t.Errorf("a failed run: exit %d: %s%s", code, stdout.String(), stderr.String())
+	}
+	stderr.Reset()
+	if code := Run(context.Background(), []string{"report", "soak", passed, t.TempDir()}, &stdout, &stderr); code != exitBadInput {
+		t.Errorf("a folder without results: exit %d: %s", code, stderr.String())
+	}
+}
