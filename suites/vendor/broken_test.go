@@ -35,7 +35,8 @@ var brokenPromises = []promise.ID{"proxy.route.verbs"}
 
 // A certification must be able to fail: certify run on a build that
 // breaks the proxy fails the proxy's promises, each with its reason, the
-// run's outcome is fail and skewer exits 1.
+// run's outcome is fail and skewer exits 1. It runs as a hosted runner
+// would (asRunner): every file it leaves is read back as that user.
 func TestCertifyABrokenBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("certifies on a kind cluster: not with -short")
@@ -52,7 +53,10 @@ func TestCertifyABrokenBuild(t *testing.T) {
 	out := filepath.Join(artifacts, "certify-broken")
 	g.Expect(os.RemoveAll(out)).To(Succeed())
 
-	skewer := filepath.Join(t.TempDir(), "skewer")
+	// As a hosted runner runs it: not root, in the docker group.
+	user := asRunner(t)
+	user.own(t, out)
+	skewer := filepath.Join(user.dir, "skewer")
 	build := exec.CommandContext(ctx, "go", "build", "-o", skewer, "./cmd/skewer")
 	build.Dir = root
 	built, err := build.CombinedOutput()
@@ -62,13 +66,17 @@ func TestCertifyABrokenBuild(t *testing.T) {
 	for _, id := range brokenPromises {
 		only = append(only, string(id))
 	}
-	run := exec.CommandContext(ctx, skewer, "certify", "--from", from.String(), "--to", module.String(), "--strategy", "surge",
-		"--apiserver-feature-gates", broken, "--only", strings.Join(only, ","), "--name", "skewer-broken", "--out", out)
+	run := user.command(exec.CommandContext(ctx, skewer, "certify", "--from", from.String(), "--to", module.String(), "--strategy", "surge",
+		"--apiserver-feature-gates", broken, "--only", strings.Join(only, ","), "--name", "skewer-broken", "--out", out))
 	run.Stdout, run.Stderr = os.Stdout, os.Stderr
 	run.Cancel = func() error { return run.Process.Signal(os.Interrupt) }
 	run.WaitDelay = 2 * time.Minute
 	runErr := run.Run()
-	t.Logf("skewer certify (expected to fail): %v; results in %s", runErr, out)
+	t.Logf("skewer certify (expected to fail) as %s: %v; results in %s", user, runErr, out)
+	g.Expect(user.unreadable(t, out)).To(BeEmpty(), "what skewer wrote and exported, read by the user who ran it")
+	audit, err := filepath.Glob(filepath.Join(out, report.EvidenceDir, "surge", "audit", "*", "audit.log"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(len(audit)).To(BeNumerically(">=", 3), "an audit log of every control plane in the evidence")
 
 	raw, err := os.ReadFile(filepath.Join(out, report.ResultsFile))
 	g.Expect(err).NotTo(HaveOccurred(), "certify left no results")
@@ -81,6 +89,7 @@ func TestCertifyABrokenBuild(t *testing.T) {
 	g.Expect(res.Images[1].FeatureGates).To(HaveKeyWithValue("UnknownVersionInteroperabilityProxy", false), "results.json records the configuration certified")
 	g.Expect(res.Runs).To(HaveLen(1))
 	for _, p := range res.Runs[0].Promises {
+		g.Expect(strings.ToLower(p.Reason)).NotTo(ContainSubstring("permission denied"), "%s judged as %s", p.ID, user)
 		switch {
 		case p.Outcome == promise.NotSelected:
 		case slices.Contains(brokenPromises, p.ID):
