@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -96,25 +95,18 @@ func downCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			start := time.Now()
-			c, err := cluster.Open(cmd.Context(), name, clusterOptions(cmd.ErrOrStderr()))
-			if errors.Is(err, cluster.ErrNoCluster) {
+			deleted, state, err := cluster.Remove(name, clusterOptions(cmd.ErrOrStderr()))
+			switch {
+			case err != nil:
+				return err
+			case deleted:
+				fmt.Fprintf(cmd.ErrOrStderr(), "cluster %q deleted in %s\n", name, time.Since(start).Round(100*time.Millisecond))
+			case state:
 				// What a failed create left: its state folder alone.
-				removed, rerr := cluster.RemoveState(name, clusterOptions(cmd.ErrOrStderr()))
-				if rerr != nil {
-					return rerr
-				}
-				if removed {
-					fmt.Fprintf(cmd.ErrOrStderr(), "no cluster %q; removed the state folder it left\n", name)
-					return nil
-				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "no cluster %q; removed the state folder it left\n", name)
+			default:
+				return fmt.Errorf("%w named %q", cluster.ErrNoCluster, name)
 			}
-			if err != nil {
-				return err
-			}
-			if err := c.Delete(cmd.Context(), false); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "cluster %q deleted in %s\n", name, time.Since(start).Round(100*time.Millisecond))
 			return nil
 		},
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -133,6 +134,27 @@ func RemoveState(name string, o Options) (bool, error) {
 		return false, fmt.Errorf("failed to remove the state folder %s: %w", dir, err)
 	}
 	return true, nil
+}
+
+// Remove deletes the kind cluster named name, in whatever state it is -
+// one whose create was killed before kubeadm init wrote its admin.conf
+// has no kubeconfig to Open it by - and its state folder, and says
+// which of the two there was.
+func Remove(name string, o Options) (cluster, state bool, err error) {
+	o.defaults()
+	provider := newProvider(newProgress(o.Out, o.Verbosity))
+	names, err := provider.List()
+	if err != nil {
+		return false, false, fmt.Errorf("failed to list kind clusters: %w", err)
+	}
+	if slices.Contains(names, name) {
+		if err := provider.Delete(name, layout{filepath.Join(o.StateDir, name)}.kubeconfig()); err != nil {
+			return false, false, fmt.Errorf("failed to delete cluster %q: %w", name, err)
+		}
+		cluster = true
+	}
+	state, err = RemoveState(name, o)
+	return cluster, state, err
 }
 
 // VersionFeatureGates are the apiserver feature gates of each version
