@@ -95,7 +95,7 @@ func downCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			start := time.Now()
-			deleted, state, err := cluster.Remove(name, clusterOptions(cmd.ErrOrStderr()))
+			deleted, state, err := cluster.Remove(cmd.Context(), name, clusterOptions(cmd.ErrOrStderr()))
 			switch {
 			case err != nil:
 				return err

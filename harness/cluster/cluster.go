@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -120,43 +119,6 @@ func Open(ctx context.Context, name string, o Options) (*Cluster, error) {
 // ErrNoCluster is Open's error when no kind cluster has the name.
 var ErrNoCluster = errors.New("no kind cluster")
 
-// RemoveState removes the state folder of a cluster named name that does
-// not exist (a create that failed, a cluster deleted by other means), and
-// says whether there was one: a next cluster of that name would take up
-// its kept logs, audit logs and rollout record as its own.
-func RemoveState(name string, o Options) (bool, error) {
-	o.defaults()
-	dir := filepath.Join(o.StateDir, name)
-	if _, err := os.Stat(dir); os.IsNotExist(err) {
-		return false, nil
-	}
-	if err := os.RemoveAll(dir); err != nil {
-		return false, fmt.Errorf("failed to remove the state folder %s: %w", dir, err)
-	}
-	return true, nil
-}
-
-// Remove deletes the kind cluster named name, in whatever state it is -
-// one whose create was killed before kubeadm init wrote its admin.conf
-// has no kubeconfig to Open it by - and its state folder, and says
-// which of the two there was.
-func Remove(name string, o Options) (cluster, state bool, err error) {
-	o.defaults()
-	provider := newProvider(newProgress(o.Out, o.Verbosity))
-	names, err := provider.List()
-	if err != nil {
-		return false, false, fmt.Errorf("failed to list kind clusters: %w", err)
-	}
-	if slices.Contains(names, name) {
-		if err := provider.Delete(name, layout{filepath.Join(o.StateDir, name)}.kubeconfig()); err != nil {
-			return false, false, fmt.Errorf("failed to delete cluster %q: %w", name, err)
-		}
-		cluster = true
-	}
-	state, err = RemoveState(name, o)
-	return cluster, state, err
-}
-
 // VersionFeatureGates are the apiserver feature gates of each version
 // the cluster's Spec names (Spec.VersionFeatureGates); none for a
 // cluster whose Spec is not known.
@@ -180,18 +142,6 @@ func (c *Cluster) AuditLog(node string) string {
 // those of control planes since removed too.
 func (c *Cluster) AuditLogs() ([]string, error) {
 	return filepath.Glob(c.AuditLog("*"))
-}
-
-// Delete removes the cluster's containers and network entries, and its
-// state directory unless keepFiles is set.
-func (c *Cluster) Delete(ctx context.Context, keepFiles bool) error {
-	if err := c.provider.Delete(c.Name, c.Kubeconfig()); err != nil {
-		return fmt.Errorf("failed to delete cluster %q: %w", c.Name, err)
-	}
-	if !keepFiles {
-		return os.RemoveAll(c.Dir)
-	}
-	return nil
 }
 
 // RESTConfig is the config for the load-balanced endpoint.
