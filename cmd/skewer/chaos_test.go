@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/promise"
+	"github.com/skewer-k8s/skewer/harness/report"
 	"github.com/skewer-k8s/skewer/internal/run"
 	"github.com/skewer-k8s/skewer/internal/source"
 )
@@ -29,18 +32,10 @@ func TestSIGKILLThenDownThenAgain(t *testing.T) {
 		t.Skip("creates a kind cluster several times: not with -short")
 	}
 	ctx := needDocker(t)
-	root, err := source.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "skewer")
-	if err := (&run.Cmd{Args: []string{"go", "build", "-o", bin, "./cmd/skewer"}, Dir: root}).Run(ctx); err != nil {
-		t.Fatal(err)
-	}
+	bin := skewerBinary(ctx, t)
 	// The smallest cluster skewer makes: one control plane.
 	const name = "skewer-chaos"
-	profile := filepath.Join(dir, "chaos.yaml")
+	profile := filepath.Join(t.TempDir(), "chaos.yaml")
 	if err := os.WriteFile(profile, []byte("name: "+name+"\ncontrolPlanes: 1\nworkers: 0\nversion: v1.36.3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -71,6 +66,89 @@ func TestSIGKILLThenDownThenAgain(t *testing.T) {
 	if after := machine(ctx, t); !slices.Equal(after, before) {
 		t.Errorf("after up and down: %v, before %v", after, before)
 	}
+}
+
+// A certification stopped with SIGTERM in the middle of the mixed window
+// (what a CI job's cancel sends first), while its first newer control
+// plane joins, has written results.json before it exports anything: the
+// verdict it judged before the window kept, the promise it did not reach
+// an error, the outcome incomplete. It then deletes its own cluster and
+// exits 130. Not in make e2e - a cluster and half a window, about four
+// minutes here: go test ./cmd/skewer -run TestSIGTERMInTheWindowKeepsTheVerdicts.
+func TestSIGTERMInTheWindowKeepsTheVerdicts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("certifies on a kind cluster: not with -short")
+	}
+	ctx := needDocker(t)
+	bin := skewerBinary(ctx, t)
+	const name = "skewer-sigterm"
+	out := filepath.Join(t.TempDir(), "results")
+	before := machine(ctx, t)
+	cmd := exec.Command(bin, "certify", "--from", "v1.35.4", "--to", "v1.36.3", "--strategy", "surge",
+		"--only", "rollout.refuses-bad-input,proxy.route.verbs", "--name", name, "--out", out)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var termed bool
+	var atExport *report.Results // results.json as the export began
+	lines := bufio.NewScanner(stdout)
+	for lines.Scan() {
+		line := lines.Text()
+		switch {
+		case !termed && strings.Contains(line, "join the new node with kubeadm ..."):
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			termed = true
+		case termed && atExport == nil && strings.Contains(line, "export the evidence"):
+			if atExport, err = report.Load(filepath.Join(out, report.ResultsFile)); err != nil {
+				t.Errorf("no results.json as the export began: %v", err)
+			}
+		}
+	}
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	if !termed || !errors.As(err, &exit) || exit.ExitCode() != exitInterrupted {
+		t.Fatalf("SIGTERM sent: %v; certify ended with %v, want exit %d", termed, err, exitInterrupted)
+	}
+	final, err := report.Load(filepath.Join(out, report.ResultsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []*report.Results{atExport, final} {
+		if r == nil {
+			continue
+		}
+		got := map[promise.ID]promise.Outcome{}
+		for _, p := range r.Runs[0].Promises {
+			got[p.ID] = p.Outcome
+		}
+		if r.Outcome != promise.Incomplete || got["rollout.refuses-bad-input"] != promise.Pass || got["proxy.route.verbs"] != promise.Error {
+			t.Errorf("results after SIGTERM in the window: %s (%s), refuses-bad-input %s, route.verbs %s; want incomplete, pass, error",
+				r.Outcome, r.Incomplete, got["rollout.refuses-bad-input"], got["proxy.route.verbs"])
+		}
+	}
+	if after := machine(ctx, t); !slices.Equal(after, before) {
+		t.Errorf("after the interrupted certification: %v, before %v", after, before)
+	}
+	t.Logf("interrupted: %s", final.Incomplete)
+}
+
+// skewerBinary builds skewer for a test that runs it as a user would.
+func skewerBinary(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	root, err := source.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "skewer")
+	if err := (&run.Cmd{Args: []string{"go", "build", "-o", bin, "./cmd/skewer"}, Dir: root}).Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return bin
 }
 
 // killedAt runs bin with args in a process group of its own and kills
