@@ -301,8 +301,8 @@ func printPlan(w io.Writer, in certification.Input) {
 			fmt.Fprintf(w, "\n%s run: judges nothing, makes no cluster\n", s)
 		} else {
 			var last string
-			if d := in.LastTook(s); d > 0 {
-				last = fmt.Sprintf("; the last whole run of these parts here took %s", d)
+			if l := in.LastRun(s); l.Took > 0 {
+				last = fmt.Sprintf("; the last whole run of these parts here took %s", l)
 			}
 			fmt.Fprintf(w, "\n%s run on cluster %s-%s: %s; judges %d promise(s)%s\n  %s\n", s, in.Name, s, strings.Join(in.Parts(s), ", "), len(judged), last, strings.Join(judged, "\n  "))
 		}

@@ -85,10 +85,10 @@ type run struct {
 	// killed outright (a CI job's timeout ends in SIGKILL) leaves the
 	// verdicts judged before its last phase.
 	keepSoFar func(run report.Run, after string)
-	// began is when the run made its cluster's first phase; lastTook how
-	// long the same run took here last time it ran whole (timings.go).
-	began    time.Time
-	lastTook time.Duration
+	// began is when the run made its cluster's first phase; last how the
+	// same run went here last time it ran whole (timings.go).
+	began time.Time
+	last  PastRun
 }
 
 // readComponents records what every node runs now, as read at when. It
@@ -167,7 +167,7 @@ func (r *run) phase(ctx context.Context, name string, fn func(context.Context) e
 	start := time.Now()
 	var at string
 	if !r.began.IsZero() {
-		at = progress(start.Sub(r.began), r.lastTook)
+		at = progress(len(r.phases)+1, start.Sub(r.began), r.last)
 	}
 	fmt.Fprintf(r.out, "[%s] %s ...%s\n", r.strategy, name, at)
 	r.current = name
@@ -217,7 +217,7 @@ func (r *run) judgeAll(ctx context.Context, checkpoint func(run report.Run, afte
 	wanted := r.in.makesCluster(r.strategy)
 	var err error
 	if wanted {
-		r.began, r.lastTook = time.Now(), r.in.LastTook(r.strategy)
+		r.began, r.last = time.Now(), r.in.LastRun(r.strategy)
 		r.cutShort = func() bool { return ctx.Err() != nil }
 		r.plan, r.keepSoFar = plan, checkpoint
 		err = r.transitions(ctx)
@@ -262,7 +262,7 @@ func (r *run) judgeAll(ctx context.Context, checkpoint func(run report.Run, afte
 		}
 		r.cleanUpErr = r.cleanUp(ctx, export, remove)
 		if err == nil && r.cleanUpErr == nil && ctx.Err() == nil {
-			if err := recordTook(TimingsFile(), r.in, r.strategy, time.Since(r.began)); err != nil {
+			if err := recordTook(TimingsFile(), r.in, r.strategy, PastRun{Took: time.Since(r.began), Phases: len(r.phases)}); err != nil {
 				fmt.Fprintf(r.out, "how long the run took is not kept for the next: %v\n", err)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,14 +28,28 @@ func timingKey(in Input, s rollout.Strategy) string {
 	return string(s) + ": " + strings.Join(in.Parts(s), ", ")
 }
 
-// LastTook is how long the run of strategy s, with in's selection, took
-// here last time; 0 when none has run whole.
-func (in Input) LastTook(s rollout.Strategy) time.Duration {
-	took, _ := readTimings(TimingsFile())
-	return took[timingKey(in, s)]
+// PastRun is how a run of one shape went here last time it ran whole.
+type PastRun struct {
+	Took   time.Duration
+	Phases int // 0: not kept (a file from before phases were counted)
 }
 
-func readTimings(path string) (map[string]time.Duration, error) {
+// String is how a kept run reads in timings.json and in a plan.
+func (l PastRun) String() string {
+	if l.Phases == 0 {
+		return l.Took.String()
+	}
+	return fmt.Sprintf("%s in %d phases", l.Took, l.Phases)
+}
+
+// LastRun is how the run of strategy s, with in's selection, went here
+// last time; the zero PastRun when none has run whole.
+func (in Input) LastRun(s rollout.Strategy) PastRun {
+	kept, _ := readTimings(TimingsFile())
+	return kept[timingKey(in, s)]
+}
+
+func readTimings(path string) (map[string]PastRun, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -43,26 +58,31 @@ func readTimings(path string) (map[string]time.Duration, error) {
 	if err := json.Unmarshal(raw, &kept); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	took := map[string]time.Duration{}
+	runs := map[string]PastRun{}
 	for k, v := range kept {
-		if d, err := time.ParseDuration(v); err == nil {
-			took[k] = d
+		took, phases, _ := strings.Cut(v, " in ")
+		d, err := time.ParseDuration(took)
+		if err != nil {
+			continue
 		}
+		n, _ := strconv.Atoi(strings.TrimSuffix(phases, " phases"))
+		runs[k] = PastRun{Took: d, Phases: n}
 	}
-	return took, nil
+	return runs, nil
 }
 
-// recordTook keeps d as the last duration of the run of s; a file that
-// cannot be read is started again.
-func recordTook(path string, in Input, s rollout.Strategy, d time.Duration) error {
-	took, err := readTimings(path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) || took == nil {
-		took = map[string]time.Duration{}
+// recordTook keeps how the run of s went; a file that cannot be read is
+// started again.
+func recordTook(path string, in Input, s rollout.Strategy, last PastRun) error {
+	runs, err := readTimings(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) || runs == nil {
+		runs = map[string]PastRun{}
 	}
-	took[timingKey(in, s)] = d
+	last.Took = last.Took.Round(time.Second)
+	runs[timingKey(in, s)] = last
 	kept := map[string]string{}
-	for k, v := range took {
-		kept[k] = v.Round(time.Second).String()
+	for k, v := range runs {
+		kept[k] = v.String()
 	}
 	raw, err := json.MarshalIndent(kept, "", "  ")
 	if err != nil {
@@ -86,18 +106,23 @@ func recordTook(path string, in Input, s rollout.Strategy, d time.Duration) erro
 	return os.Rename(tmp.Name(), path)
 }
 
-// progress is what a phase's first line adds: how far into the run it
-// starts, and how much is left by the last whole run here.
-func progress(elapsed, last time.Duration) string {
+// progress is what phase k's first line adds: which phase of how many
+// the last whole run here made, how far into the run it starts, and how
+// much is left by that run.
+func progress(k int, elapsed time.Duration, last PastRun) string {
 	at := elapsed.Round(time.Second)
+	which := fmt.Sprintf("phase %d", k)
+	if last.Phases >= k {
+		which += fmt.Sprintf(" of %d", last.Phases)
+	}
 	switch {
-	case last == 0:
-		return fmt.Sprintf(" (at %s)", at)
-	case elapsed >= last:
-		return fmt.Sprintf(" (at %s; past the last whole run here: %s)", at, last)
-	case last-elapsed < time.Minute:
-		return fmt.Sprintf(" (at %s; under a minute left, by the last whole run here: %s)", at, last)
+	case last.Took == 0:
+		return fmt.Sprintf(" (%s, at %s)", which, at)
+	case elapsed >= last.Took:
+		return fmt.Sprintf(" (%s, at %s; past the last whole run here: %s)", which, at, last.Took)
+	case last.Took-elapsed < time.Minute:
+		return fmt.Sprintf(" (%s, at %s; under a minute left, by the last whole run here: %s)", which, at, last.Took)
 	default:
-		return fmt.Sprintf(" (at %s; about %s left, by the last whole run here: %s)", at, (last - elapsed).Round(time.Minute), last)
+		return fmt.Sprintf(" (%s, at %s; about %s left, by the last whole run here: %s)", which, at, (last.Took - elapsed).Round(time.Minute), last.Took)
 	}
 }
