@@ -42,6 +42,8 @@ func TestSIGKILLThenDownThenAgain(t *testing.T) {
 	up := []string{"up", "--profile", profile, "--image-source", "local"}
 	down := []string{"down", "--name", name}
 	before := machine(ctx, t)
+	// Whatever ends the test, nothing of it stays (a down of nothing fails, unheard).
+	t.Cleanup(func() { _ = exec.Command(bin, down...).Run() })
 	for _, at := range []string{"Preparing nodes", "Starting control-plane", "Installing CNI"} {
 		start := time.Now()
 		if !killedAt(t, bin, up, at) {
@@ -84,6 +86,7 @@ func TestSIGTERMInTheWindowKeepsTheVerdicts(t *testing.T) {
 	const name = "skewer-sigterm"
 	out := filepath.Join(t.TempDir(), "results")
 	before := machine(ctx, t)
+	t.Cleanup(func() { _ = exec.Command(bin, "down", "--name", name+"-surge").Run() })
 	cmd := exec.Command(bin, "certify", "--from", "v1.35.4", "--to", "v1.36.3", "--strategy", "surge",
 		"--only", "rollout.refuses-bad-input,proxy.route.verbs", "--name", name, "--out", out)
 	stdout, err := cmd.StdoutPipe()
