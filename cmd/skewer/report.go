@@ -61,13 +61,9 @@ when any certification did not pass.`,
 		Example: `  skewer report soak _artifacts/soak/run-*`,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var runs []*report.Results
-			for _, dir := range args {
-				res, err := report.Load(filepath.Join(dir, report.ResultsFile))
-				if err != nil {
-					return badInput(err)
-				}
-				runs = append(runs, res)
+			runs, err := loadResults(args)
+			if err != nil {
+				return badInput(err)
 			}
 			s, err := report.NewSoak(args, runs)
 			if err != nil {
@@ -100,13 +96,9 @@ promise failed, as certify's.`,
 			if out == "" {
 				return badInput(errors.New("--out: where to write the merged results is required"))
 			}
-			var shards []*report.Results
-			for _, dir := range args {
-				res, err := report.Load(filepath.Join(dir, report.ResultsFile))
-				if err != nil {
-					return badInput(err)
-				}
-				shards = append(shards, res)
+			shards, err := loadResults(args)
+			if err != nil {
+				return badInput(err)
 			}
 			res, err := report.Merge(shards...)
 			if err != nil {
@@ -129,4 +121,17 @@ promise failed, as certify's.`,
 	}
 	cmd.Flags().StringVar(&out, "out", "", "where to write the merged results (required)")
 	return cmd
+}
+
+// loadResults reads DIR/results.json of each of dirs, in order.
+func loadResults(dirs []string) ([]*report.Results, error) {
+	var all []*report.Results
+	for _, dir := range dirs {
+		res, err := report.Load(filepath.Join(dir, report.ResultsFile))
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, res)
+	}
+	return all, nil
 }
