@@ -26,17 +26,20 @@ import (
 // again succeeds: the machine's containers, networks and skewer's state
 // folders as they were before. Each point of the create it is killed at
 // is a line of its progress: the node containers being made, kubeadm
-// init under way, the CNI being installed.
+// init under way, the CNI being installed. The cluster the last up makes
+// has one control plane: there `skewer rollout` is refused
+// (rolloutsRefused) before the cluster is taken down.
 func TestSIGKILLThenDownThenAgain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("creates a kind cluster several times: not with -short")
 	}
 	ctx := needDocker(t)
 	bin := skewerBinary(ctx, t)
-	// The smallest cluster skewer makes: one control plane.
+	// The smallest cluster skewer makes: one control plane, at the older
+	// version, so that a rollout to the newer would be a real one.
 	const name = "skewer-chaos"
 	profile := filepath.Join(t.TempDir(), "chaos.yaml")
-	if err := os.WriteFile(profile, []byte("name: "+name+"\ncontrolPlanes: 1\nworkers: 0\nversion: v1.36.3\n"), 0o644); err != nil {
+	if err := os.WriteFile(profile, []byte("name: "+name+"\ncontrolPlanes: 1\nworkers: 0\nversion: v1.35.4\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	up := []string{"up", "--profile", profile, "--image-source", "local"}
@@ -62,11 +65,57 @@ func TestSIGKILLThenDownThenAgain(t *testing.T) {
 	if out, err := exec.CommandContext(ctx, bin, up...).CombinedOutput(); err != nil {
 		t.Fatalf("skewer up after the kills: %v: %s", err, lastLines(string(out), 20))
 	}
+	rolloutsRefused(ctx, t, bin, name)
 	if out, err := exec.CommandContext(ctx, bin, down...).CombinedOutput(); err != nil {
 		t.Fatalf("skewer down: %v: %s", err, out)
 	}
 	if after := machine(ctx, t); !slices.Equal(after, before) {
 		t.Errorf("after up and down: %v, before %v", after, before)
+	}
+}
+
+// rolloutsRefused: `skewer rollout` of each strategy, on the cluster name
+// whose one control plane is not HA, fails naming that, and changes
+// nothing: the node containers (each one's start time), the version
+// its node carries, the version ClusterConfiguration names, and the
+// files of skewer's state folder for it (a refused rollout leaves no
+// record to resume) are what they were.
+func rolloutsRefused(ctx context.Context, t *testing.T, bin, name string) {
+	t.Helper()
+	cp := name + "-control-plane"
+	look := func() string {
+		ids, err := run.Command("docker", "ps", "-aq", "--filter", "label=io.x-k8s.kind.cluster="+name).String(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		for _, args := range [][]string{
+			append([]string{"docker", "inspect", "-f", "{{.Name}} {{.State.StartedAt}}"}, strings.Fields(ids)...),
+			{"docker", "exec", cp, "cat", "/kind/version"},
+			{"docker", "exec", cp, "kubectl", "--kubeconfig=/etc/kubernetes/admin.conf", "-n", "kube-system",
+				"get", "configmap", "kubeadm-config", "-o", "jsonpath={.data.ClusterConfiguration}"},
+		} {
+			out, err := run.Command(args...).String(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.WriteString(out + "\n")
+		}
+		files, _ := filepath.Glob(filepath.Join(cluster.StateDir(), name, "*"))
+		b.WriteString(strings.Join(files, "\n"))
+		return b.String()
+	}
+	before := look()
+	for _, strategy := range []string{"surge", "in-place"} {
+		out, err := exec.CommandContext(ctx, bin, "rollout", "--name", name, "--to", "v1.36.3",
+			"--strategy", strategy, "--image-source", "local").CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "needs an HA control plane") {
+			t.Errorf("skewer rollout --strategy %s of a cluster with one control plane: %v, want a refusal naming it: %s", strategy, err, lastLines(string(out), 10))
+		}
+		t.Logf("skewer rollout --strategy %s: %v: %s", strategy, err, lastLines(string(out), 1))
+		if after := look(); after != before {
+			t.Errorf("a refused %s rollout changed the cluster:\n%s\nbefore:\n%s", strategy, after, before)
+		}
 	}
 }
 
