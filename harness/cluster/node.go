@@ -67,24 +67,41 @@ func (n Node) ReadFile(ctx context.Context, file string) ([]byte, error) {
 // WriteFile writes data to file in the node with mode, atomically: it goes
 // to a temporary file in the same directory, which is then renamed over
 // file, so a reader that follows the file (the kubelet, the load balancer)
-// never sees half of it. Missing parent directories are made.
+// never sees half of it. Missing parent directories are made. One exec
+// (writeFileScript, the values as its arguments): each exec into a node
+// costs a docker CLI, a runc and a shim, the largest share of what the
+// harness itself spends of a loaded machine (session 32's profile).
 func (n Node) WriteFile(ctx context.Context, file string, data []byte, mode os.FileMode) error {
 	dir, tmp := path.Dir(file), path.Join(path.Dir(file), "."+path.Base(file)+".skewer-tmp")
-	steps := [][]string{
-		{"mkdir", "-p", dir},
-		{"cp", "/dev/stdin", tmp},
-		{"chmod", strconv.FormatUint(uint64(mode.Perm()), 8), tmp},
-		{"mv", "-f", tmp, file},
+	mod := strconv.FormatUint(uint64(mode.Perm()), 8)
+	if _, err := n.RunWithInput(ctx, bytes.NewReader(data), "sh", "-c", writeFileScript, "sh", dir, tmp, mod, file); err != nil {
+		return fmt.Errorf("failed to write %s in %s: %w", file, n.Name, err)
 	}
-	for _, argv := range steps {
-		var in io.Reader
-		if argv[1] == "/dev/stdin" {
-			in = bytes.NewReader(data)
+	return nil
+}
+
+// writeFileScript writes its stdin to $4 through $2 in $1, with mode $3,
+// and leaves no temporary file behind when a step fails.
+const writeFileScript = `mkdir -p "$1" && cat >"$2" && chmod "$3" "$2" && mv -f "$2" "$4" && exit 0
+rc=$?; rm -f "$2"; exit $rc`
+
+// CopyFiles copies files (absolute paths) from one node into another with
+// their modes, in two execs whatever their number: a tar stream out of
+// from, into to. Missing parent directories are made.
+func CopyFiles(ctx context.Context, from, to Node, files ...string) error {
+	rel := make([]string, len(files))
+	for i, f := range files {
+		if !path.IsAbs(f) {
+			return fmt.Errorf("copying %s from %s: not an absolute path", f, from.Name)
 		}
-		if _, err := n.RunWithInput(ctx, in, argv...); err != nil {
-			_, _ = n.Run(context.WithoutCancel(ctx), "rm", "-f", tmp)
-			return fmt.Errorf("failed to write %s in %s: %w", file, n.Name, err)
-		}
+		rel[i] = strings.TrimPrefix(path.Clean(f), "/")
+	}
+	archive, err := docker.ExecOutput(ctx, from.Name, append([]string{"tar", "-c", "-f", "-", "-C", "/"}, rel...)...)
+	if err != nil {
+		return fmt.Errorf("reading %s from %s: %w", strings.Join(files, ", "), from.Name, err)
+	}
+	if _, err := to.RunWithInput(ctx, bytes.NewReader(archive), "tar", "-x", "-f", "-", "-C", "/"); err != nil {
+		return fmt.Errorf("writing %s into %s: %w", strings.Join(files, ", "), to.Name, err)
 	}
 	return nil
 }
@@ -293,6 +310,10 @@ func (c *Cluster) addNodeContainer(ctx context.Context, image, role string) (Nod
 	if err := run.Command(append(args, image)...).Run(ctx); err != nil {
 		return Node{}, fmt.Errorf("failed to start node %s: %w", name, err)
 	}
+	select {
+	case c.grown() <- struct{}{}:
+	default: // a signal is pending already
+	}
 	n, err := c.Node(ctx, name)
 	if err != nil {
 		return Node{}, fmt.Errorf("node %s started but kind does not list it: %w", name, err)
@@ -300,9 +321,13 @@ func (c *Cluster) addNodeContainer(ctx context.Context, image, role string) (Nod
 	return n, waitSystemd(ctx, n)
 }
 
+// waitSystemd waits for the boot of n's systemd to finish. Each try
+// waits in the node (--wait) once systemd answers at all: one exec, where
+// polling took one every half second (an exec costs a docker CLI, a runc
+// and a shim on a loaded machine).
 func waitSystemd(ctx context.Context, n Node) error {
 	return wait.For(ctx, "cluster/node-systemd", "systemd running in "+n.Name, func(ctx context.Context) (bool, string, error) {
-		out, _ := n.Run(ctx, "systemctl", "is-system-running")
+		out, _ := n.Run(ctx, "systemctl", "is-system-running", "--wait")
 		state := strings.TrimSpace(out)
 		return state == "running" || state == "degraded", "systemctl is-system-running: " + state, nil
 	})

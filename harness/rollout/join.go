@@ -28,16 +28,6 @@ func StartControlPlane(ctx context.Context, c *cluster.Cluster, v version.Versio
 	return c.AddControlPlaneContainer(ctx, c.NodeImage(v))
 }
 
-// copyFile copies path from one node to another, readable by root only
-// (keys among them).
-func copyFile(ctx context.Context, from, to cluster.Node, path string) error {
-	body, err := from.ReadFile(ctx, path)
-	if err != nil {
-		return err
-	}
-	return to.WriteFile(ctx, path, body, 0o600)
-}
-
 // JoinControlPlane joins a started node to the cluster as a control plane
 // with kubeadm, the way kind joins its secondary control planes: the
 // cluster's certificates copied from member, containerd configured as the
@@ -57,18 +47,17 @@ func JoinWorker(ctx context.Context, c *cluster.Cluster, member, node cluster.No
 }
 
 func join(ctx context.Context, c *cluster.Cluster, member, node cluster.Node, spec joinSpec) error {
-	if err := copyFile(ctx, member, node, "/etc/containerd/config.toml"); err != nil {
-		return fmt.Errorf("failed to copy containerd config: %w", err)
+	// containerd's configuration and, for a control plane, the cluster's
+	// certificates and keys, as the member keeps them (modes included).
+	files := []string{"/etc/containerd/config.toml"}
+	if spec.controlPlane {
+		files = append(files, pkiFiles...)
+	}
+	if err := cluster.CopyFiles(ctx, member, node, files...); err != nil {
+		return fmt.Errorf("failed to copy the node's configuration from %s: %w", member.Name, err)
 	}
 	if _, err := node.Run(ctx, "systemctl", "restart", "containerd"); err != nil {
 		return err
-	}
-	if spec.controlPlane {
-		for _, f := range pkiFiles {
-			if err := copyFile(ctx, member, node, f); err != nil {
-				return fmt.Errorf("failed to copy %s: %w", f, err)
-			}
-		}
 	}
 	token, err := member.Run(ctx, "kubeadm", "token", "create", "--ttl", "30m", "--kubeconfig", "/etc/kubernetes/admin.conf")
 	if err != nil {

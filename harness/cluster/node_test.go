@@ -1,0 +1,77 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skewer-k8s/skewer/internal/docker"
+	"github.com/skewer-k8s/skewer/internal/run"
+)
+
+// Files written into a node and copied between nodes, in real containers
+// of a node image: content, mode and the parent folders made; a write
+// that fails leaves no temporary file; a copy keeps each file's mode.
+func TestWriteFileAndCopyFiles(t *testing.T) {
+	ctx := context.Background()
+	if err := docker.Ping(ctx); err != nil {
+		t.Skipf("no Docker engine answers: %v", err)
+	}
+	images, err := run.Command("docker", "images", "skewer.local/node", "--format", "{{.Repository}}:{{.Tag}}").String(ctx)
+	if err != nil || images == "" {
+		t.Skipf("no node image built yet (make images): %v", err)
+	}
+	image := strings.Fields(images)[0]
+	start := func() Node {
+		name := fmt.Sprintf("skewer-test-files-%d", time.Now().UnixNano())
+		t.Cleanup(func() { _ = docker.Remove(context.Background(), name) })
+		// /small: a file system that fills after a file has begun.
+		if err := run.Command("docker", "run", "-d", "--name", name, "--tmpfs", "/small:size=16k", "--entrypoint", "sleep", image, "infinity").Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return Node{Name: name}
+	}
+	from, to := start(), start()
+	look := func(n Node, argv ...string) string {
+		out, err := n.Run(ctx, argv...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+
+	if err := from.WriteFile(ctx, "/etc/skewer-test/deep/key", []byte("secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := from.WriteFile(ctx, "/etc/skewer-test/cert", []byte("public\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := look(from, "stat", "-c", "%a %s %n", "/etc/skewer-test/deep/key", "/etc/skewer-test/cert"); got != "600 7 /etc/skewer-test/deep/key\n644 7 /etc/skewer-test/cert" {
+		t.Errorf("written: %q", got)
+	}
+	if got := look(from, "ls", "-a", "/etc/skewer-test/deep"); got != ".\n..\nkey" {
+		t.Errorf("the folder keeps %q", got)
+	}
+	// A write that fails half way names the file and leaves nothing.
+	if err := from.WriteFile(ctx, "/small/big", make([]byte, 1<<20), 0o644); err == nil || !strings.Contains(err.Error(), "/small/big") {
+		t.Errorf("a write larger than its file system: %v", err)
+	}
+	if got := look(from, "ls", "-a", "/small"); got != ".\n.." {
+		t.Errorf("a failed write left %q", got)
+	}
+
+	if err := CopyFiles(ctx, from, to, "/etc/skewer-test/deep/key", "/etc/skewer-test/cert"); err != nil {
+		t.Fatal(err)
+	}
+	if got := look(to, "sh", "-c", `stat -c "%a %n" "$@" && cat "$@"`, "sh", "/etc/skewer-test/deep/key", "/etc/skewer-test/cert"); got != "600 /etc/skewer-test/deep/key\n644 /etc/skewer-test/cert\nsecret\npublic" {
+		t.Errorf("copied: %q", got)
+	}
+	if err := CopyFiles(ctx, from, to, "etc/skewer-test/cert"); err == nil {
+		t.Error("a relative path was copied")
+	}
+	if err := CopyFiles(ctx, from, to, "/etc/skewer-test/none"); err == nil || !strings.Contains(err.Error(), from.Name) {
+		t.Errorf("a missing file: %v", err)
+	}
+}
