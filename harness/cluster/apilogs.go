@@ -46,8 +46,11 @@ kill $f; pkill -f 'tail -n [+]1 -F /var/log/pods/kube-system_kube-apiserver-'`
 // of a static Pod that kubeadm replaces, and a surge removes whole nodes:
 // kept here, an apiserver's log outlives both, and APIServerLog reads it
 // after the fact (what an old apiserver logged at the moment of a false
-// 404, say). New nodes are looked for every 5 s; a joiner's apiserver
-// starts later than that, and its log is read from its first line.
+// 404, say). The control planes are listed again when a node is added
+// through this Cluster (addNodeContainer), and every 30 s for one added
+// otherwise: a listing is a docker CLI, and one every 5 s was most of the
+// harness's own calls under traffic (session 32). A joiner's apiserver
+// starts well after its container, and its log is read from its first line.
 func (c *Cluster) KeepAPIServerLogs(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
@@ -55,7 +58,7 @@ func (c *Cluster) KeepAPIServerLogs(ctx context.Context) (stop func()) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		tick := time.NewTicker(5 * time.Second)
+		tick := time.NewTicker(30 * time.Second)
 		defer tick.Stop()
 		for {
 			if nodes, err := c.byRole(RoleControlPlane); err == nil {
@@ -74,6 +77,7 @@ func (c *Cluster) KeepAPIServerLogs(ctx context.Context) (stop func()) {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
+			case <-c.grown():
 			}
 		}
 	}()

@@ -40,6 +40,17 @@ type Cluster struct {
 	// is forgotten (containers): its name may come back.
 	knownMu sync.Mutex
 	known   map[string]*container
+	// grew says a node container was added (addNodeContainer): what
+	// KeepAPIServerLogs waits for, rather than listing the containers.
+	grewOnce sync.Once
+	grew     chan struct{}
+}
+
+// grown is the channel a node's addition is signalled on (one pending
+// signal at most: a listing after it sees every node added before).
+func (c *Cluster) grown() chan struct{} {
+	c.grewOnce.Do(func() { c.grew = make(chan struct{}, 1) })
+	return c.grew
 }
 
 // container is what Cluster keeps of one of its containers.

@@ -39,17 +39,24 @@ func staticPodsSettled(ctx context.Context, c *cluster.Cluster, node cluster.Nod
 	if err != nil {
 		return err
 	}
+	// kubeadm is done with the node: its manifests stay as they are, and
+	// each look is then one exec into the node (crictl), not two.
+	manifests, err := node.Run(ctx, "ls", "/etc/kubernetes/manifests")
+	if err != nil {
+		return fmt.Errorf("%s's static Pod manifests: %w", node.Name, err)
+	}
 	return wait.For(ctx, "rollout/static-pods-settled", node.Name+"'s static Pods running as its kubelet computes them",
 		func(ctx context.Context) (bool, string, error) {
-			ok, seen := staticPodsAsRun(ctx, cs, node)
+			ok, seen := staticPodsAsRun(ctx, cs, node, len(strings.Fields(manifests)))
 			return ok, seen, nil
 		})
 }
 
 // staticPodsAsRun reads the kubelet's own Pods (through the apiserver's
 // node proxy), the mirror Pods and the node's running containers, and says
-// whether they agree (settled), and if not what it saw.
-func staticPodsAsRun(ctx context.Context, cs kubernetes.Interface, node cluster.Node) (bool, string) {
+// whether they agree with each other and with the manifests the node has
+// (settled), and if not what it saw.
+func staticPodsAsRun(ctx context.Context, cs kubernetes.Interface, node cluster.Node, manifests int) (bool, string) {
 	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node.Name, "proxy", "pods").DoRaw(ctx)
 	if err != nil {
 		return false, "its kubelet's Pods: " + err.Error()
@@ -57,10 +64,6 @@ func staticPodsAsRun(ctx context.Context, cs kubernetes.Interface, node cluster.
 	var kubelet corev1.PodList
 	if err := json.Unmarshal(raw, &kubelet); err != nil {
 		return false, "its kubelet's Pods: " + err.Error()
-	}
-	manifests, err := node.Run(ctx, "ls", "/etc/kubernetes/manifests")
-	if err != nil {
-		return false, "its manifests: " + err.Error()
 	}
 	list, err := cs.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node.Name})
 	if err != nil {
@@ -70,7 +73,7 @@ func staticPodsAsRun(ctx context.Context, cs kubernetes.Interface, node cluster.
 	if err != nil {
 		return false, err.Error()
 	}
-	return settled(len(strings.Fields(manifests)), kubelet.Items, list.Items, running)
+	return settled(manifests, kubelet.Items, list.Items, running)
 }
 
 // runningContainer is a container the node's runtime runs, by the labels
