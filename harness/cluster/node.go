@@ -321,17 +321,29 @@ func (c *Cluster) addNodeContainer(ctx context.Context, image, role string) (Nod
 	return n, waitSystemd(ctx, n)
 }
 
-// waitSystemd waits for the boot of n's systemd to finish. Each try
-// waits in the node (--wait) once systemd answers at all: one exec, where
-// polling took one every half second (an exec costs a docker CLI, a runc
-// and a shim on a loaded machine).
+// waitSystemd waits for the boot of n's systemd to finish, in one exec
+// (systemdBootScript) where polling from here took twenty in a node's
+// first ten seconds: each exec costs a docker CLI, a runc and a shim on a
+// loaded machine (session 32).
 func waitSystemd(ctx context.Context, n Node) error {
 	return wait.For(ctx, "cluster/node-systemd", "systemd running in "+n.Name, func(ctx context.Context) (bool, string, error) {
-		out, _ := n.Run(ctx, "systemctl", "is-system-running", "--wait")
+		out, _ := n.Run(ctx, "sh", "-c", systemdBootScript)
 		state := strings.TrimSpace(out)
 		return state == "running" || state == "degraded", "systemctl is-system-running: " + state, nil
 	})
 }
+
+// systemdBootScript prints systemd's state once its boot is over. Until
+// kind's entrypoint has made systemd PID 1, systemctl says "offline" or
+// cannot reach the bus (nothing on stdout): it asks again every 0.2 s, for
+// two minutes at most. Then --wait blocks until the boot has finished.
+const systemdBootScript = `i=0
+while :; do
+  s=$(systemctl is-system-running --wait 2>/dev/null)
+  case "$s" in offline|"") ;; *) echo "$s"; exit 0 ;; esac
+  i=$((i+1)); [ $i -lt 600 ] || exit 1
+  sleep 0.2
+done`
 
 // LoadImages copies images from the host's Docker into every node, as
 // kind's load docker-image does: what a Pod runs is never pulled.

@@ -11,10 +11,9 @@ import (
 	"github.com/skewer-k8s/skewer/internal/run"
 )
 
-// Files written into a node and copied between nodes, in real containers
-// of a node image: content, mode and the parent folders made; a write
-// that fails leaves no temporary file; a copy keeps each file's mode.
-func TestWriteFileAndCopyFiles(t *testing.T) {
+// nodeImage is a node image built here; the test skips without an engine
+// or an image.
+func nodeImage(t *testing.T) string {
 	ctx := context.Background()
 	if err := docker.Ping(ctx); err != nil {
 		t.Skipf("no Docker engine answers: %v", err)
@@ -23,7 +22,39 @@ func TestWriteFileAndCopyFiles(t *testing.T) {
 	if err != nil || images == "" {
 		t.Skipf("no node image built yet (make images): %v", err)
 	}
-	image := strings.Fields(images)[0]
+	return strings.Fields(images)[0]
+}
+
+// A node container started as kind starts one is waited for until its
+// systemd has booted, from the moment docker run returns (kind's
+// entrypoint still running, systemd not yet there).
+func TestWaitSystemd(t *testing.T) {
+	image := nodeImage(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	name := fmt.Sprintf("skewer-test-systemd-%d", time.Now().UnixNano())
+	t.Cleanup(func() { _ = docker.Remove(context.Background(), name) })
+	if err := run.Command("docker", "run", "-d", "--name", name, "--privileged", "--security-opt", "seccomp=unconfined",
+		"--tmpfs", "/tmp", "--tmpfs", "/run", "--volume", "/var", "--volume", "/lib/modules:/lib/modules:ro",
+		"--cgroupns=private", image).Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n := Node{Name: name}
+	start := time.Now()
+	if err := waitSystemd(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	if state, _ := n.Run(ctx, "systemctl", "is-system-running"); state != "running" && state != "degraded" {
+		t.Errorf("waited %s, and systemd is %q", time.Since(start).Round(100*time.Millisecond), state)
+	}
+}
+
+// Files written into a node and copied between nodes, in real containers
+// of a node image: content, mode and the parent folders made; a write
+// that fails leaves no temporary file; a copy keeps each file's mode.
+func TestWriteFileAndCopyFiles(t *testing.T) {
+	ctx := context.Background()
+	image := nodeImage(t)
 	start := func() Node {
 		name := fmt.Sprintf("skewer-test-files-%d", time.Now().UnixNano())
 		t.Cleanup(func() { _ = docker.Remove(context.Background(), name) })
