@@ -41,13 +41,14 @@ func staticPodsSettled(ctx context.Context, c *cluster.Cluster, node cluster.Nod
 	}
 	// kubeadm is done with the node: its manifests stay as they are, and
 	// each look is then one exec into the node (crictl), not two.
-	manifests, err := node.Run(ctx, "ls", "/etc/kubernetes/manifests")
+	ls, err := node.Run(ctx, "ls", "/etc/kubernetes/manifests")
 	if err != nil {
 		return fmt.Errorf("%s's static Pod manifests: %w", node.Name, err)
 	}
+	manifests := len(strings.Fields(ls))
 	return wait.For(ctx, "rollout/static-pods-settled", node.Name+"'s static Pods running as its kubelet computes them",
 		func(ctx context.Context) (bool, string, error) {
-			ok, seen := staticPodsAsRun(ctx, cs, node, len(strings.Fields(manifests)))
+			ok, seen := staticPodsAsRun(ctx, cs, node, manifests)
 			return ok, seen, nil
 		})
 }
