@@ -29,9 +29,22 @@ func nodeImage(t *testing.T) string {
 // systemd has booted, from the moment docker run returns (kind's
 // entrypoint still running, systemd not yet there).
 func TestWaitSystemd(t *testing.T) {
-	image := nodeImage(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	n := startSystemdNode(ctx, t)
+	start := time.Now()
+	if err := waitSystemd(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	if state, _ := n.Run(ctx, "systemctl", "is-system-running"); state != "running" && state != "degraded" {
+		t.Errorf("waited %s, and systemd is %q", time.Since(start).Round(100*time.Millisecond), state)
+	}
+}
+
+// startSystemdNode runs a container of a node image as kind does, its
+// systemd booting; it is removed when the test ends.
+func startSystemdNode(ctx context.Context, t *testing.T) Node {
+	image := nodeImage(t)
 	name := fmt.Sprintf("skewer-test-systemd-%d", time.Now().UnixNano())
 	t.Cleanup(func() { _ = docker.Remove(context.Background(), name) })
 	if err := run.Command("docker", "run", "-d", "--name", name, "--privileged", "--security-opt", "seccomp=unconfined",
@@ -39,13 +52,47 @@ func TestWaitSystemd(t *testing.T) {
 		"--cgroupns=private", image).Run(ctx); err != nil {
 		t.Fatal(err)
 	}
-	n := Node{Name: name}
-	start := time.Now()
+	return Node{Name: name}
+}
+
+// The kubelet is restarted once, and only once the processes given have
+// exited: here a kubelet unit that records each start, and a process that
+// records its exit two seconds on.
+func TestRestartKubeletOnceExited(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	n := startSystemdNode(ctx, t)
 	if err := waitSystemd(ctx, n); err != nil {
 		t.Fatal(err)
 	}
-	if state, _ := n.Run(ctx, "systemctl", "is-system-running"); state != "running" && state != "degraded" {
-		t.Errorf("waited %s, and systemd is %q", time.Since(start).Round(100*time.Millisecond), state)
+	must := func(argv ...string) string {
+		out, err := n.Run(ctx, argv...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if err := n.WriteFile(ctx, "/etc/systemd/system/kubelet.service.d/99-test.conf", []byte(
+		"[Service]\nExecStart=\nExecStart=/bin/sh -c 'date +%%s.%%N >> /tmp/kubelet-starts; exec sleep infinity'\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The unit's condition: kind starts no kubelet before kubeadm's config.
+	if err := n.WriteFile(ctx, "/var/lib/kubelet/config.yaml", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	must("systemctl", "daemon-reload")
+	must("systemctl", "restart", "kubelet")
+	pid := must("sh", "-c", `sh -c 'sleep 2; date +%s.%N > /tmp/exited' >/dev/null 2>&1 & echo $!`)
+	if err := RestartKubeletOnceExited(ctx, n, []string{pid}); err != nil {
+		t.Fatal(err)
+	}
+	starts := strings.Fields(must("cat", "/tmp/kubelet-starts"))
+	exited, _ := n.Run(ctx, "cat", "/tmp/exited")
+	if len(starts) != 2 {
+		t.Fatalf("kubelet started %d times, want 2 (the test's own start, then the restart): %v", len(starts), starts)
+	}
+	if exited == "" || starts[1] < exited {
+		t.Errorf("kubelet restarted at %s, before the process exited (at %q)", starts[1], exited)
 	}
 }
 

@@ -76,3 +76,24 @@ func orOK(err error) any {
 // 2-core machine, session 19), the components' no longer; only watches
 // stay open past that.
 const WatchesCut = 2 * time.Second
+
+// RestartKubeletOnceExited restarts n's kubelet once the processes pids
+// have exited: a static Pod's, which the kubelet is stopping because the
+// Pod's manifest changed. The kubelet starts the changed Pod only once the
+// one it replaces has terminated, and looks again only after its back-off
+// (k8s.io/kubernetes pkg/kubelet/pod_workers.go allowPodStart:
+// backOffPeriod, 10 s, jittered up to 15 s; v1.35 and v1.36): 8-14 s with
+// nothing running for every static Pod replaced (session 32's vendor run:
+// a controller manager stopped at 17:21:59.5, its successor's sandbox made
+// at 17:22:09.2). A restarted kubelet holds no predecessor and starts the
+// Pod at once; it keeps every container it finds running. The wait runs in
+// the node, one exec, bounded by the Pod's grace period (30 s) and a
+// margin; the kubelet is restarted either way.
+func RestartKubeletOnceExited(ctx context.Context, n Node, pids []string) error {
+	const script = `timeout 45 sh -c 'for p; do while kill -0 "$p" 2>/dev/null; do sleep 0.1; done; done' sh "$@"
+systemctl restart kubelet`
+	if _, err := n.Run(ctx, append([]string{"sh", "-c", script, "sh"}, pids...)...); err != nil {
+		return fmt.Errorf("restarting %s's kubelet once its replaced static Pod exited: %w", n.Name, err)
+	}
+	return nil
+}

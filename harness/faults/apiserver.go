@@ -218,7 +218,9 @@ func restartWith(ctx context.Context, c *cluster.Cluster, node cluster.Node, con
 
 // replaceManifest replaces node's apiserver manifest with content and
 // waits until a new apiserver container runs, the old one killed once it
-// has begun to stop (endGracefulStop).
+// has begun to stop (endGracefulStop) and the kubelet then restarted, so
+// that it starts the new one without its back-off
+// (cluster.RestartKubeletOnceExited).
 func replaceManifest(ctx context.Context, c *cluster.Cluster, node cluster.Node, content string) error {
 	// Containers created from now on are the restart's: an older one may
 	// be the newest listed (a static Pod whose manifest changes back gets
@@ -231,6 +233,11 @@ func replaceManifest(ctx context.Context, c *cluster.Cluster, node cluster.Node,
 	}
 	if err := endGracefulStop(ctx, c, node, pids); err != nil {
 		return err
+	}
+	if len(pids) > 0 {
+		if err := cluster.RestartKubeletOnceExited(ctx, node, pids); err != nil {
+			return err
+		}
 	}
 	return wait.For(ctx, "faults/apiserver-restart", node.Name+"'s apiserver restarted", restarted(node, since))
 }

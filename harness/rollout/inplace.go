@@ -149,22 +149,27 @@ func inPlace(ctx context.Context, c *cluster.Cluster, in inPlaceInput) ([]Action
 //   - When kubeadm replaces the apiserver itself: the kubelet stops the
 //     old one, which is killed once it has begun to stop
 //     (cluster.KillOnceStopping) instead of holding its watches for the
-//     Pod's grace period. Once the new one serves, the kubelet is
-//     restarted (restartKubeletOnceServing).
+//     Pod's grace period, and the kubelet is restarted to start the new
+//     one without its back-off (cluster.RestartKubeletOnceExited). Once
+//     the new one serves, the kubelet is restarted again
+//     (restartKubeletOnceServing).
+//
+// The controller manager and the scheduler, replaced after it, are
+// started the same way once their old process has exited.
 func upgradeWatched(ctx context.Context, c *cluster.Cluster, node cluster.Node, argv []string) error {
-	etcd, err := manifestSum(ctx, node, etcdManifest)
-	if err != nil {
-		return err
-	}
-	apiserver, err := manifestSum(ctx, node, apiserverManifest)
-	if err != nil {
-		return err
+	sums := map[string]string{}
+	for _, m := range []string{etcdManifest, apiserverManifest, controllerManagerManifest, schedulerManifest} {
+		sum, err := manifestSum(ctx, node, m)
+		if err != nil {
+			return err
+		}
+		sums[m] = sum
 	}
 	watching, stop := context.WithCancel(ctx)
 	defer stop()
 	var g errgroup.Group
 	g.Go(func() error {
-		if _, ok := manifestReplaced(watching, node, etcdManifest, etcd); !ok {
+		if _, ok := manifestReplaced(watching, node, etcdManifest, sums[etcdManifest], "etcd"); !ok {
 			return nil
 		}
 		if err := stopAPIServer(watching, c, node); err != nil {
@@ -173,7 +178,7 @@ func upgradeWatched(ctx context.Context, c *cluster.Cluster, node cluster.Node, 
 		return restartKubeletOnceServing(watching, c, node)
 	})
 	g.Go(func() error {
-		pids, ok := manifestReplaced(watching, node, apiserverManifest, apiserver)
+		pids, ok := manifestReplaced(watching, node, apiserverManifest, sums[apiserverManifest], "kube-apiserver")
 		if !ok {
 			return nil
 		}
@@ -181,13 +186,25 @@ func upgradeWatched(ctx context.Context, c *cluster.Cluster, node cluster.Node, 
 			if err := c.KillOnceStopping(watching, node, pids); err != nil {
 				return err
 			}
+			if err := cluster.RestartKubeletOnceExited(watching, node, pids); err != nil {
+				return err
+			}
 		}
 		return restartKubeletOnceServing(watching, c, node)
 	})
-	_, err = runKept(ctx, node, "/var/log/skewer-kubeadm-upgrade.log", argv...)
+	for m, process := range map[string]string{controllerManagerManifest: "kube-controller-manager", schedulerManifest: "kube-scheduler"} {
+		g.Go(func() error {
+			pids, ok := manifestReplaced(watching, node, m, sums[m], process)
+			if !ok || len(pids) == 0 {
+				return nil
+			}
+			return cluster.RestartKubeletOnceExited(watching, node, pids)
+		})
+	}
+	_, err := runKept(ctx, node, "/var/log/skewer-kubeadm-upgrade.log", argv...)
 	stop()
 	if werr := g.Wait(); werr != nil && err == nil && ctx.Err() == nil && !errors.Is(werr, context.Canceled) {
-		err = fmt.Errorf("stopping %s's apiserver during the upgrade: %w", node.Name, werr)
+		err = fmt.Errorf("watching %s's static Pods during the upgrade: %w", node.Name, werr)
 	}
 	return err
 }
@@ -221,8 +238,10 @@ func restartKubeletOnceServing(ctx context.Context, c *cluster.Cluster, node clu
 }
 
 const (
-	etcdManifest      = "/etc/kubernetes/manifests/etcd.yaml"
-	apiserverManifest = "/etc/kubernetes/manifests/kube-apiserver.yaml"
+	etcdManifest              = "/etc/kubernetes/manifests/etcd.yaml"
+	apiserverManifest         = "/etc/kubernetes/manifests/kube-apiserver.yaml"
+	controllerManagerManifest = "/etc/kubernetes/manifests/kube-controller-manager.yaml"
+	schedulerManifest         = "/etc/kubernetes/manifests/kube-scheduler.yaml"
 )
 
 func manifestSum(ctx context.Context, node cluster.Node, file string) (string, error) {
@@ -235,21 +254,21 @@ func manifestSum(ctx context.Context, node cluster.Node, file string) (string, e
 }
 
 // manifestReplaced waits in the node until file's sum is no longer sum,
-// and says whether it changed before ctx ended and which apiserver
-// processes ran just before it did (those the change replaces when file
-// is the apiserver's). The loop runs in the node (a poll from here would
+// and says whether it changed before ctx ended and which processes named
+// process ran just before it did (those the change replaces when file is
+// process's static Pod). The loop runs in the node (a poll from here would
 // be a docker exec every few hundred ms); it ends by itself once kubeadm,
 // seen running, has exited, or after 15 minutes, so a cancelled run
 // leaves nothing behind.
-func manifestReplaced(ctx context.Context, node cluster.Node, file, sum string) ([]string, bool) {
+func manifestReplaced(ctx context.Context, node cluster.Node, file, sum, process string) ([]string, bool) {
 	const loop = `seen= pids=
 while [ "$(sha256sum < "$1" 2>/dev/null | cut -d' ' -f1)" = "$2" ]; do
 	if pgrep -x kubeadm >/dev/null; then seen=1; elif [ -n "$seen" ]; then exit 3; fi
-	pids=$(pgrep -x kube-apiserver)
+	pids=$(pgrep -x "$3")
 	sleep 0.3
 done
 echo $pids`
-	out, err := node.Run(ctx, "timeout", "900", "sh", "-c", loop, "sh", file, sum)
+	out, err := node.Run(ctx, "timeout", "900", "sh", "-c", loop, "sh", file, sum, process)
 	return strings.Fields(out), err == nil && ctx.Err() == nil
 }
 
