@@ -207,7 +207,7 @@ func withListItem(command []string, flag, item string) string {
 // restartWith replaces node's apiserver manifest with content and waits
 // until a new apiserver container runs and answers /readyz.
 func restartWith(ctx context.Context, c *cluster.Cluster, node cluster.Node, content string, live bool) error {
-	if err := replaceManifest(ctx, c, node, content); err != nil {
+	if err := replaceManifest(ctx, c, node, content, true); err != nil {
 		return err
 	}
 	if live {
@@ -218,10 +218,15 @@ func restartWith(ctx context.Context, c *cluster.Cluster, node cluster.Node, con
 
 // replaceManifest replaces node's apiserver manifest with content and
 // waits until a new apiserver container runs, the old one killed once it
-// has begun to stop (endGracefulStop) and the kubelet then restarted, so
-// that it starts the new one without its back-off
-// (cluster.RestartKubeletOnceExited).
-func replaceManifest(ctx context.Context, c *cluster.Cluster, node cluster.Node, content string) error {
+// has begun to stop (endGracefulStop). When the new one will serve the
+// node's kubelet (servesKubelet), the kubelet is then restarted to start
+// it without its back-off (cluster.RestartKubeletOnceExited). Not
+// otherwise: a restarted kubelet stops no removed Pod until its own
+// apiserver has served it the Node (pkg/kubelet deletePod: "skipping
+// delete because sources aren't ready yet"), and one whose apiserver
+// serves a certificate its CA did not sign kept that apiserver running
+// for minutes after its manifest was reverted (session 33).
+func replaceManifest(ctx context.Context, c *cluster.Cluster, node cluster.Node, content string, servesKubelet bool) error {
 	// Containers created from now on are the restart's: an older one may
 	// be the newest listed (a static Pod whose manifest changes back gets
 	// its old sandbox, and its old exited container, again).
@@ -234,7 +239,7 @@ func replaceManifest(ctx context.Context, c *cluster.Cluster, node cluster.Node,
 	if err := endGracefulStop(ctx, c, node, pids); err != nil {
 		return err
 	}
-	if len(pids) > 0 {
+	if len(pids) > 0 && servesKubelet {
 		if err := cluster.RestartKubeletOnceExited(ctx, node, pids); err != nil {
 			return err
 		}

@@ -69,7 +69,9 @@ func (u *UntrustedServing) Inject(ctx context.Context, c *cluster.Cluster) error
 		return err
 	}
 	u.original, u.CA = raw, caPEM
-	if err := replaceManifest(ctx, c, u.Node, changed); err != nil {
+	// The kubelet, which verifies its apiserver with the cluster's CA,
+	// is refused by this one.
+	if err := replaceManifest(ctx, c, u.Node, changed, false); err != nil {
 		return fmt.Errorf("%s: %w", u.Name(), err)
 	}
 	// Ready as the fault's CA sees it: nothing else can tell.

@@ -27,8 +27,46 @@ var s *suite.Suite
 
 func TestMain(m *testing.M) { suite.Main(m, "ha", &s) }
 
+// namespace carries the suite's namespace from the step that makes it to
+// the teardown that deletes it.
+type namespace struct{}
+
+// hog is a Pod of one fixture container that grows as args say.
+func hog(image, name string, args []string, limits corev1.ResourceList, volumes []corev1.Volume, mounts []corev1.VolumeMount) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
+		RestartPolicy: corev1.RestartPolicyNever, Volumes: volumes,
+		Containers: []corev1.Container{{Name: "hog", Image: image, ImagePullPolicy: corev1.PullNever, Args: append([]string{"hog"}, args...),
+			Resources: corev1.ResourceRequirements{Limits: limits, Requests: limits}, VolumeMounts: mounts}}}}
+}
+
 func TestUnplanned(t *testing.T) {
+	var image string
 	f := features.New("kills what it does not declare").
+		// First, so that its eviction comes while the rest runs: the
+		// kubelet measures an emptyDir's usage on its volume stats period
+		// (volumeStatsAggPeriod, 1 min by default) and evicts the Pod
+		// once it is past the volume's sizeLimit (local storage capacity
+		// isolation); the file grows well past it at once.
+		Assess("a Pod its kubelet will evict for disk", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			g := NewWithT(t)
+			var err error
+			image, err = (&nodeimage.Builder{Out: suite.LogWriter(t)}).FixtureImage(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(s.Cluster.LoadImages(ctx, image)).To(Succeed())
+			cs, err := s.Cluster.Client()
+			g.Expect(err).NotTo(HaveOccurred())
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "unplanned-"}}
+			ns, err = cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			ctx = context.WithValue(ctx, namespace{}, ns.Name)
+			sizeLimit := resource.MustParse("2Mi")
+			disk := hog(image, "filler", []string{"-dir=/fill", "-step=1048576", "-every=100ms", "-limit=16777216"}, nil,
+				[]corev1.Volume{{Name: "fill", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &sizeLimit}}}},
+				[]corev1.VolumeMount{{Name: "fill", MountPath: "/fill"}})
+			_, err = cs.CoreV1().Pods(ns.Name).Create(ctx, disk, metav1.CreateOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			return ctx
+		}).
 		Assess("CoreDNS killed and a kubelet restarted from outside", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			g := NewWithT(t)
 			cs, err := s.Cluster.Client()
@@ -50,30 +88,13 @@ func TestUnplanned(t *testing.T) {
 				ContainElement(And(HaveField("Kind", restarts.Kubelet), HaveField("Node", node.Name)))))
 			return ctx
 		}).
-		Assess("a container killed for memory, and a Pod its kubelet evicts for disk", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+		Assess("a container killed for memory, and the Pod its kubelet evicts for disk", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			g := NewWithT(t)
-			image, err := (&nodeimage.Builder{Out: suite.LogWriter(t)}).FixtureImage(ctx)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(s.Cluster.LoadImages(ctx, image)).To(Succeed())
+			ns, _ := ctx.Value(namespace{}).(string)
+			g.Expect(ns).NotTo(BeEmpty(), "the first step made the namespace")
 			cs, err := s.Cluster.Client()
 			g.Expect(err).NotTo(HaveOccurred())
-			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "unplanned-"}}
-			ns, err = cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			defer func() {
-				_ = cs.CoreV1().Namespaces().Delete(context.WithoutCancel(ctx), ns.Name, metav1.DeleteOptions{})
-			}()
-			hog := func(name string, args []string, limits corev1.ResourceList, volumes []corev1.Volume, mounts []corev1.VolumeMount) *corev1.Pod {
-				return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
-					RestartPolicy: corev1.RestartPolicyNever, Volumes: volumes,
-					Containers: []corev1.Container{{Name: "hog", Image: image, ImagePullPolicy: corev1.PullNever, Args: append([]string{"hog"}, args...),
-						Resources: corev1.ResourceRequirements{Limits: limits, Requests: limits}, VolumeMounts: mounts}}}}
-			}
 			memory := corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("24Mi")}
-			// The kubelet measures an emptyDir's usage and evicts the Pod
-			// once it is past the volume's sizeLimit (local storage
-			// capacity isolation); the file grows well past it.
-			sizeLimit := resource.MustParse("2Mi")
 			// The memory hog grows 1 MiB every 200 ms, so the kernel kills
 			// it seconds after its start: a container killed within moments
 			// of its start can lose its OOMKilled reason to a race in
@@ -81,13 +102,8 @@ func TestUnplanned(t *testing.T) {
 			// containerd#8180, kubernetes#119600), which CI met once with the
 			// fixture's default of 8 MiB every 50 ms.
 			slowly := []string{"-step=1048576", "-every=200ms"}
-			disk := hog("filler", []string{"-dir=/fill", "-step=1048576", "-every=100ms", "-limit=16777216"}, nil,
-				[]corev1.Volume{{Name: "fill", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &sizeLimit}}}},
-				[]corev1.VolumeMount{{Name: "fill", MountPath: "/fill"}})
-			for _, pod := range []*corev1.Pod{hog("hog", slowly, memory, nil, nil), disk} {
-				_, err = cs.CoreV1().Pods(ns.Name).Create(ctx, pod, metav1.CreateOptions{})
-				g.Expect(err).NotTo(HaveOccurred())
-			}
+			_, err = cs.CoreV1().Pods(ns).Create(ctx, hog(image, "hog", slowly, memory, nil, nil), metav1.CreateOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
 			seen := func() []string {
 				var out []string
 				for _, e := range s.Events() {
@@ -99,6 +115,14 @@ func TestUnplanned(t *testing.T) {
 				ContainElement(MatchRegexp(`/hog container hog on \S+ killed for memory`)),
 				ContainElement(MatchRegexp(`/filler on \S+ evicted by its kubelet`))),
 				"the kernel kills the hog at 24Mi, the kubelet evicts the filler past its 2Mi emptyDir")
+			return ctx
+		}).
+		Teardown(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			if ns, _ := ctx.Value(namespace{}).(string); ns != "" {
+				if cs, err := s.Cluster.Client(); err == nil {
+					_ = cs.CoreV1().Namespaces().Delete(context.WithoutCancel(ctx), ns, metav1.DeleteOptions{})
+				}
+			}
 			return ctx
 		}).
 		Feature()
