@@ -140,12 +140,20 @@ func inPlace(ctx context.Context, c *cluster.Cluster, in inPlaceInput) ([]Action
 //     apiserver - is one of them: it deletes the member's mirror Pod
 //     before it starts the new member, and that request hangs until the
 //     apiserver's timeout (34 s in session 19's vendor run), after which
-//     the apiserver reconnects on gRPC's back-off (26 s more). Stopped, it
-//     refuses the request at once and the member starts; the kubelet
-//     starts the apiserver again after its back-off, on the new member,
-//     and is then restarted itself (restartKubeletOnceServing). The
-//     apiserver is stopped gracefully first, which sends its kept-alive
-//     clients through the load balancer to the others.
+//     the apiserver reconnects on gRPC's back-off (26 s more). So the
+//     apiserver is stopped - gracefully first, which sends its kept-alive
+//     clients through the load balancer to the others - and, once it and
+//     the old member have exited, the kubelet is restarted
+//     (cluster.RestartKubeletOnceExited): left running, it started the
+//     apiserver again at once, before the new member, and its mirror Pod
+//     requests hung on that starting apiserver (10 s, TLS handshake), on
+//     top of its back-off before the new member (10-15 s); the apiserver
+//     then gave up on its storage and waited out a crash back-off (session
+//     32's vendor run: 47 s for the member). A kubelet that has just
+//     started knows no mirror Pod and makes none until its apiserver has
+//     served it the Node: it starts the member and the apiserver at once.
+//     Once the apiserver serves, the kubelet is restarted again
+//     (restartKubeletOnceServing).
 //   - When kubeadm replaces the apiserver itself: the kubelet stops the
 //     old one, which is killed once it has begun to stop
 //     (cluster.KillOnceStopping) instead of holding its watches for the
@@ -169,10 +177,15 @@ func upgradeWatched(ctx context.Context, c *cluster.Cluster, node cluster.Node, 
 	defer stop()
 	var g errgroup.Group
 	g.Go(func() error {
-		if _, ok := manifestReplaced(watching, node, etcdManifest, sums[etcdManifest], "etcd"); !ok {
+		member, ok := manifestReplaced(watching, node, etcdManifest, sums[etcdManifest], "etcd")
+		if !ok {
 			return nil
 		}
-		if err := stopAPIServer(watching, c, node); err != nil {
+		stopped, err := stopAPIServer(watching, c, node)
+		if err != nil {
+			return err
+		}
+		if err := cluster.RestartKubeletOnceExited(watching, node, append(member, stopped...)); err != nil {
 			return err
 		}
 		return restartKubeletOnceServing(watching, c, node)

@@ -87,25 +87,27 @@ func moveClientsOff(ctx context.Context, c *cluster.Cluster, node cluster.Node) 
 	if err := syncLoadBalancer(ctx, c, node.Name); err != nil {
 		return err
 	}
-	return stopAPIServer(ctx, c, node)
+	_, err := stopAPIServer(ctx, c, node)
+	return err
 }
 
 // stopAPIServer is moveClientsOff's stop: graceful, so every connection
-// is sent away at once, then killed once it has begun to stop.
-func stopAPIServer(ctx context.Context, c *cluster.Cluster, node cluster.Node) error {
+// is sent away at once, then killed once it has begun to stop. It says
+// which processes it stopped.
+func stopAPIServer(ctx context.Context, c *cluster.Cluster, node cluster.Node) ([]string, error) {
 	pids, err := cluster.APIServerPIDs(ctx, node)
 	if err != nil {
 		// pgrep fails when no process matched too: an apiserver the
 		// kubelet is restarting holds no clients.
 		if cs, cerr := c.APIServerClient(ctx, node); cerr == nil && cluster.Readyz(ctx, cs) == nil {
-			return fmt.Errorf("finding %s's apiserver: %w", node.Name, err)
+			return nil, fmt.Errorf("finding %s's apiserver: %w", node.Name, err)
 		}
-		return nil
+		return nil, nil
 	}
 	if _, err := node.Run(ctx, append([]string{"kill", "-TERM"}, pids...)...); err != nil {
-		return fmt.Errorf("the graceful stop of %s's apiserver: %w", node.Name, err)
+		return nil, fmt.Errorf("the graceful stop of %s's apiserver: %w", node.Name, err)
 	}
-	return c.KillOnceStopping(ctx, node, pids)
+	return pids, c.KillOnceStopping(ctx, node, pids)
 }
 
 // removeControlPlane takes a drained control plane out for good: its
