@@ -59,7 +59,7 @@ func (m *Monitor) comparePods(before, after *corev1.Pod) {
 				e.NoLastState = "timed when seen"
 			}
 			i := m.add(e)
-			m.spawn(func() { m.readLogs(i, e, after.UID) })
+			m.spawn(func() { m.readLogs(i, e, logUID(after)) })
 			continue
 		}
 		if t := st.State.Terminated; t != nil && t.Reason == "OOMKilled" && prev.State.Terminated == nil {
@@ -99,6 +99,21 @@ func (m *Monitor) readLogs(i int, e Event, uid types.UID) {
 		return
 	}
 	m.setLogs(i, criLogLines(string(out)))
+}
+
+// configMirror is the annotation a mirror Pod carries with its static
+// Pod's UID, the hash the kubelet computes of the manifest.
+const configMirror = "kubernetes.io/config.mirror"
+
+// logUID is the UID that names p's log folder on its node: the kubelet's
+// own, which for a static Pod is not its mirror Pod's UID in the API but
+// the static Pod's (session 33: a controller manager's exit went unread,
+// its log looked for under the mirror Pod's UID).
+func logUID(p *corev1.Pod) types.UID {
+	if uid := p.Annotations[configMirror]; uid != "" {
+		return types.UID(uid)
+	}
+	return p.UID
 }
 
 // criLogLines are the messages of a kubelet container log file's lines
