@@ -101,16 +101,13 @@ func (m *Monitor) readLogs(i int, e Event, uid types.UID) {
 	m.setLogs(i, criLogLines(string(out)))
 }
 
-// configMirror is the annotation a mirror Pod carries with its static
-// Pod's UID, the hash the kubelet computes of the manifest.
-const configMirror = "kubernetes.io/config.mirror"
-
 // logUID is the UID that names p's log folder on its node: the kubelet's
 // own, which for a static Pod is not its mirror Pod's UID in the API but
 // the static Pod's (session 33: a controller manager's exit went unread,
-// its log looked for under the mirror Pod's UID).
+// its log looked for under the mirror Pod's UID); a mirror Pod carries the
+// static Pod's in corev1.MirrorPodAnnotationKey.
 func logUID(p *corev1.Pod) types.UID {
-	if uid := p.Annotations[configMirror]; uid != "" {
+	if uid := p.Annotations[corev1.MirrorPodAnnotationKey]; uid != "" {
 		return types.UID(uid)
 	}
 	return p.UID

@@ -12,7 +12,7 @@ import (
 // Pod's config.mirror annotation), any other Pod's under its own.
 func TestLogUID(t *testing.T) {
 	mirror := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "74f7ded5-fc91-4907-85f6-b00899e533e5",
-		Annotations: map[string]string{configMirror: "dfcb06ee178a53481de09283841eb97e", "kubernetes.io/config.source": "file"}}}
+		Annotations: map[string]string{corev1.MirrorPodAnnotationKey: "dfcb06ee178a53481de09283841eb97e", "kubernetes.io/config.source": "file"}}}
 	if got, want := logUID(mirror), types.UID("dfcb06ee178a53481de09283841eb97e"); got != want {
 		t.Errorf("a mirror Pod's logs: %s, want %s", got, want)
 	}

@@ -14,13 +14,11 @@ import (
 	"github.com/skewer-k8s/skewer/harness/wait"
 )
 
-// The annotations the kubelet puts on a static Pod (config.source "file")
-// and on its mirror Pod in the API (config.mirror: the static Pod's UID,
-// the hash the kubelet computes of the manifest as it decodes it).
-const (
-	configSource = "kubernetes.io/config.source"
-	configMirror = "kubernetes.io/config.mirror"
-)
+// configSource is the annotation the kubelet puts on a static Pod
+// ("file"); on its mirror Pod in the API it puts
+// corev1.MirrorPodAnnotationKey (config.mirror: the static Pod's UID, the
+// hash the kubelet computes of the manifest as it decodes it).
+const configSource = "kubernetes.io/config.source"
 
 // staticPodsSettled waits until node's kubelet, just restarted as another
 // version, runs the node's static Pods as it now sees them, and nothing
@@ -139,8 +137,8 @@ func settled(manifests int, kubelet, mirrors []corev1.Pod, running []runningCont
 		switch {
 		case !ok:
 			return false, p.Name + " has no mirror Pod"
-		case m.Annotations[configMirror] != uid:
-			return false, fmt.Sprintf("%s's mirror Pod is of %s, not %s", p.Name, m.Annotations[configMirror], uid)
+		case m.Annotations[corev1.MirrorPodAnnotationKey] != uid:
+			return false, fmt.Sprintf("%s's mirror Pod is of %s, not %s", p.Name, m.Annotations[corev1.MirrorPodAnnotationKey], uid)
 		case !podReady(&m):
 			return false, p.Name + " is not Ready"
 		}

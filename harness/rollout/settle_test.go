@@ -15,7 +15,7 @@ func TestSettled(t *testing.T) {
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: strings.SplitN(name, "-cp", 2)[0]}}}}
 	}
 	mirror := func(name, uid string, ready corev1.ConditionStatus) corev1.Pod {
-		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, UID: "api-" + types.UID(uid), Annotations: map[string]string{configMirror: uid}},
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, UID: "api-" + types.UID(uid), Annotations: map[string]string{corev1.MirrorPodAnnotationKey: uid}},
 			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}}}}
 	}
 	kubelet := []corev1.Pod{static("etcd-cp3", "new-etcd"), static("kube-apiserver-cp3", "new-api"),
