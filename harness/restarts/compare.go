@@ -60,6 +60,9 @@ func (m *Monitor) comparePods(before, after *corev1.Pod) {
 			}
 			i := m.add(e)
 			m.spawn(func() { m.readLogs(i, e, logUID(after)) })
+			if e.NoLastState != "" {
+				m.spawn(func() { m.readKubeletRecord(i, e, after.UID) })
+			}
 			continue
 		}
 		if t := st.State.Terminated; t != nil && t.Reason == "OOMKilled" && prev.State.Terminated == nil {

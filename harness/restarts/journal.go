@@ -173,20 +173,7 @@ func (m *Monitor) readKubeletErrors(i int, node string, at time.Time) {
 // kubeletErrors returns the last n error lines of a kubelet's log, each
 // cut to a length a report can show.
 func kubeletErrors(log string, n int) []string {
-	var out []string
-	for _, l := range strings.Split(log, "\n") {
-		if !klogError.MatchString(l) {
-			continue
-		}
-		if len(l) > 400 {
-			l = l[:400] + "..."
-		}
-		out = append(out, l)
-	}
-	if len(out) > n {
-		out = out[len(out)-n:]
-	}
-	return out
+	return lastLines(log, n, klogError.MatchString)
 }
 
 // lineWriter hands each complete line written to it to line.

@@ -157,6 +157,9 @@ func Check(seen []Event, meant func(Event) bool) promise.Verdict {
 		if len(e.Logs) > 0 {
 			line += "; last lines: " + strings.Join(e.Logs, " | ")
 		}
+		if len(e.Kubelet) > 0 {
+			line += "; the kubelet on the Pod: " + strings.Join(e.Kubelet, " | ")
+		}
 		cause := runtimeCause(e)
 		if cause == "" {
 			cause = promise.UnknownCause

@@ -78,6 +78,10 @@ type Event struct {
 	// Logs are the last lines the previous instance wrote; for a node
 	// that left Ready, its kubelet's last error lines.
 	Logs []string `json:"logs,omitempty"`
+	// Kubelet is, for a container restart reported without its last
+	// state, what the kubelet said of the Pod up to it: its events for
+	// the Pod and its log lines naming it.
+	Kubelet []string `json:"kubelet,omitempty"`
 	// Connections are, for a node that left Ready, the apiservers its
 	// connections through the load balancer were on then ("NODE since
 	// 15:04:05"), read from the load balancer's log.
