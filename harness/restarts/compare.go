@@ -38,28 +38,11 @@ func (m *Monitor) comparePods(before, after *corev1.Pod) {
 	for _, st := range statuses(after) {
 		prev := was[st.Name]
 		if st.RestartCount > prev.RestartCount {
-			e := Event{Kind: Container, Time: time.Now(), Node: after.Spec.NodeName, Namespace: after.Namespace, Pod: after.Name,
-				Container: st.Name, Count: st.RestartCount, PodCreated: after.CreationTimestamp.Time}
-			if t := st.LastTerminationState.Terminated; t != nil {
-				// The message is the runtime's error for a StartError
-				// (the container never ran, so it has no lines of its own).
-				e.ExitCode, e.Reason, e.Message = t.ExitCode, t.Reason, strings.TrimSpace(t.Message)
-				if !t.FinishedAt.IsZero() {
-					e.Time = t.FinishedAt.Time
-				}
-			} else if r := st.State.Running; r != nil && !r.StartedAt.IsZero() {
-				// A status sent while the node's apiserver was down reached
-				// the API late and without the last state (session 26: a
-				// scheduler whose kubelet started it again at 17:02:15, seen
-				// at 17:02:45, after the phase that restarted its apiserver).
-				// The new instance's start bounds when the old one ended.
-				e.Time = r.StartedAt.Time
-				e.NoLastState = "timed by the new instance's start"
-			} else {
-				e.NoLastState = "timed when seen"
-			}
+			e := restartEvent(after, st)
 			i := m.add(e)
-			m.spawn(func() { m.readLogs(i, e, logUID(after)) })
+			if !e.NeverStarted { // else it wrote nothing
+				m.spawn(func() { m.readLogs(i, e, logUID(after)) })
+			}
 			if e.NoLastState != "" {
 				m.spawn(func() { m.readKubeletRecord(i, e, after.UID) })
 			}
@@ -74,6 +57,34 @@ func (m *Monitor) comparePods(before, after *corev1.Pod) {
 			m.add(e)
 		}
 	}
+}
+
+// restartEvent is the restart of st's container of Pod p, timed by its
+// previous instance's end where the kubelet reports it.
+func restartEvent(p *corev1.Pod, st corev1.ContainerStatus) Event {
+	e := Event{Kind: Container, Time: time.Now(), Node: p.Spec.NodeName, Namespace: p.Namespace, Pod: p.Name,
+		Container: st.Name, Count: st.RestartCount, PodCreated: p.CreationTimestamp.Time}
+	if t := st.LastTerminationState.Terminated; t != nil {
+		// The message is the runtime's error for a StartError
+		// (the container never ran, so it has no lines of its own).
+		e.ExitCode, e.Reason, e.Message = t.ExitCode, t.Reason, strings.TrimSpace(t.Message)
+		if !t.FinishedAt.IsZero() {
+			e.Time = t.FinishedAt.Time
+		}
+	} else {
+		e.NeverStarted = st.LastTerminationState.Waiting != nil
+		e.NoLastState = "timed when seen"
+		if r := st.State.Running; r != nil && !r.StartedAt.IsZero() {
+			// A status sent while the node's apiserver was down reached
+			// the API late and without the last state (session 26: a
+			// scheduler whose kubelet started it again at 17:02:15, seen
+			// at 17:02:45, after the phase that restarted its apiserver).
+			// The new instance's start bounds when the old one ended.
+			e.Time = r.StartedAt.Time
+			e.NoLastState = "timed by the new instance's start"
+		}
+	}
+	return e
 }
 
 func statuses(p *corev1.Pod) []corev1.ContainerStatus {

@@ -61,3 +61,26 @@ E1206 21:28:42 pod_workers.go:1301] "Error syncing pod, skipping" err="failed" p
 		t.Errorf("lines naming ns/p: %q", got)
 	}
 }
+
+// A previous instance the kubelet created and never started is reported
+// as a last state that is waiting (kubelet_pods.go convertContainerStatus:
+// a created container is "waiting to be running"), and the event says
+// so: session 34's app container, count 1 with no terminated last state.
+func TestAPreviousInstanceNeverStartedIsSaid(t *testing.T) {
+	done, cancel := context.WithCancel(context.Background())
+	cancel() // no log reads
+	m := &Monitor{journals: done, controlPlanes: map[string]bool{}, evicted: map[types.UID]bool{}}
+	started := time.Date(2026, 12, 6, 21, 28, 53, 0, time.UTC)
+	pod := func(st corev1.ContainerStatus) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "unavailable-76cbf975b5-c2jvn", Namespace: "skewer-sidecar-1", UID: "u"},
+			Spec: corev1.PodSpec{NodeName: "w"}, Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{st}}}
+	}
+	m.comparePods(pod(corev1.ContainerStatus{Name: "app", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{}}}),
+		pod(corev1.ContainerStatus{Name: "app", RestartCount: 1, LastTerminationState: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{}},
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}}}))
+	got := m.Events()
+	if len(got) != 1 || !got[0].NeverStarted || !got[0].Time.Equal(started) ||
+		!strings.Contains(got[0].String(), "(count 1, its previous instance was created and never started; timed by the new instance's start)") {
+		t.Errorf("events: %v", got)
+	}
+}

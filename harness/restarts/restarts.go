@@ -75,6 +75,12 @@ type Event struct {
 	// without its last state was timed (the new instance's start, or when
 	// seen); its exit code and reason are then unknown.
 	NoLastState string `json:"noLastState,omitempty"`
+	// NeverStarted says the previous instance was created and never
+	// started: the kubelet reports such an instance as the last state,
+	// waiting, and starts another in its place (a start that failed
+	// before the runtime ran it, or a create that finished after the
+	// kubelet had given up on it).
+	NeverStarted bool `json:"neverStarted,omitempty"`
 	// Logs are the last lines the previous instance wrote; for a node
 	// that left Ready, its kubelet's last error lines.
 	Logs []string `json:"logs,omitempty"`
@@ -107,6 +113,8 @@ func (e Event) String() string {
 	default:
 		how := fmt.Sprintf("exit code %d %s", e.ExitCode, e.Reason)
 		switch {
+		case e.NeverStarted:
+			how = "its previous instance was created and never started; " + e.NoLastState
 		case e.NoLastState != "":
 			how = "the kubelet reported no last state; " + e.NoLastState
 		case e.Message != "":
