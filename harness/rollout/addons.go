@@ -121,17 +121,8 @@ func runningAddons(ctx context.Context, c *cluster.Cluster) (proxy, dns string, 
 // image with no tar here is left to the node's kubelet (a given node
 // image's version): copying it node to node is what failed for joiners.
 func giveRunningAddons(ctx context.Context, c *cluster.Cluster, node cluster.Node, tars map[string]string) (bool, error) {
-	proxy, dns, err := runningAddons(ctx, c)
+	proxy, err := giveAddonImages(ctx, c, node, tars)
 	if err != nil {
-		return false, err
-	}
-	var refs []string
-	for _, ref := range []string{proxy, dns} {
-		if _, ok := tars[ref]; ok {
-			refs = append(refs, ref)
-		}
-	}
-	if err := c.ShareImages(ctx, []cluster.Node{node}, tars, refs...); err != nil {
 		return false, err
 	}
 	has, err := node.HasImage(ctx, proxy)
@@ -139,6 +130,22 @@ func giveRunningAddons(ctx context.Context, c *cluster.Cluster, node cluster.Nod
 		return false, err
 	}
 	return true, restartPullBackOff(ctx, c, node)
+}
+
+// giveAddonImages gives node what it lacks of the images kube-proxy and
+// CoreDNS run now that have tars on the host, and names kube-proxy's.
+func giveAddonImages(ctx context.Context, c *cluster.Cluster, node cluster.Node, tars map[string]string) (proxy string, err error) {
+	proxy, dns, err := runningAddons(ctx, c)
+	if err != nil {
+		return "", err
+	}
+	var refs []string
+	for _, ref := range []string{proxy, dns} {
+		if _, ok := tars[ref]; ok {
+			refs = append(refs, ref)
+		}
+	}
+	return proxy, c.ShareImages(ctx, []cluster.Node{node}, tars, refs...)
 }
 
 // restartPullBackOff deletes node's kube-proxy Pod when it waits on a
