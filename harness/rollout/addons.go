@@ -121,23 +121,9 @@ func runningAddons(ctx context.Context, c *cluster.Cluster) (proxy, dns string, 
 // image with no tar here is left to the node's kubelet (a given node
 // image's version): copying it node to node is what failed for joiners.
 func giveRunningAddons(ctx context.Context, c *cluster.Cluster, node cluster.Node, tars map[string]string) (bool, error) {
-	proxy, err := giveAddonImages(ctx, c, node, tars)
-	if err != nil {
-		return false, err
-	}
-	has, err := node.HasImage(ctx, proxy)
-	if err != nil || !has {
-		return false, err
-	}
-	return true, restartPullBackOff(ctx, c, node)
-}
-
-// giveAddonImages gives node what it lacks of the images kube-proxy and
-// CoreDNS run now that have tars on the host, and names kube-proxy's.
-func giveAddonImages(ctx context.Context, c *cluster.Cluster, node cluster.Node, tars map[string]string) (proxy string, err error) {
 	proxy, dns, err := runningAddons(ctx, c)
 	if err != nil {
-		return "", err
+		return false, err
 	}
 	var refs []string
 	for _, ref := range []string{proxy, dns} {
@@ -145,7 +131,14 @@ func giveAddonImages(ctx context.Context, c *cluster.Cluster, node cluster.Node,
 			refs = append(refs, ref)
 		}
 	}
-	return proxy, c.ShareImages(ctx, []cluster.Node{node}, tars, refs...)
+	if err := c.ShareImages(ctx, []cluster.Node{node}, tars, refs...); err != nil {
+		return false, err
+	}
+	has, err := node.HasImage(ctx, proxy)
+	if err != nil || !has {
+		return false, err
+	}
+	return true, restartPullBackOff(ctx, c, node)
 }
 
 // restartPullBackOff deletes node's kube-proxy Pod when it waits on a

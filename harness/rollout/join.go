@@ -37,14 +37,6 @@ func JoinControlPlane(ctx context.Context, c *cluster.Cluster, member, node clus
 	return join(ctx, c, member, node, joinSpec{controlPlane: true})
 }
 
-// joinControlPlaneWhile is JoinControlPlane running meanwhile beside
-// kubeadm once the node's containerd has restarted with the cluster's
-// configuration (what runs before that restart is cut off by it); it
-// returns once both have ended.
-func joinControlPlaneWhile(ctx context.Context, c *cluster.Cluster, member, node cluster.Node, meanwhile func(context.Context)) error {
-	return join(ctx, c, member, node, joinSpec{controlPlane: true, meanwhile: meanwhile})
-}
-
 // JoinWorker joins a started node to the cluster as a worker with
 // kubeadm, the way kind joins its workers: containerd configured as
 // member's, a fresh bootstrap token.
@@ -66,14 +58,6 @@ func join(ctx context.Context, c *cluster.Cluster, member, node cluster.Node, sp
 	}
 	if _, err := node.Run(ctx, "systemctl", "restart", "containerd"); err != nil {
 		return err
-	}
-	if spec.meanwhile != nil {
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			spec.meanwhile(ctx)
-		}()
-		defer func() { <-done }()
 	}
 	token, err := member.Run(ctx, "kubeadm", "token", "create", "--ttl", "30m", "--kubeconfig", "/etc/kubernetes/admin.conf")
 	if err != nil {
@@ -113,15 +97,11 @@ func join(ctx context.Context, c *cluster.Cluster, member, node cluster.Node, sp
 // joinSpec is what a node's JoinConfiguration says: kubeadm's API
 // version, the endpoint it joins through, the cluster's and the node's
 // names, its address, the bootstrap token, whether it joins as a control
-// plane, and the taints it registers with (none: kubeadm's default);
-// and what the join runs beside kubeadm, which the configuration does not
-// say.
+// plane, and the taints it registers with (none: kubeadm's default).
 type joinSpec struct {
 	apiVersion, endpoint, cluster, node, ip, token string
 	controlPlane                                   bool
 	taints                                         []corev1.Taint
-	// meanwhile runs beside kubeadm (joinControlPlaneWhile).
-	meanwhile func(context.Context)
 }
 
 // joinConfiguration is the JoinConfiguration kind would give a secondary

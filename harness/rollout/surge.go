@@ -141,26 +141,20 @@ func replace(oldName string, target version.Version, tars map[string]string) []A
 			added = n
 			return err
 		}),
-		// The images kube-proxy and CoreDNS run are given while kubeadm
-		// joins, once the node's containerd has restarted with the
-		// cluster's configuration: the import (17-24 s a joiner under
-		// traffic, sessions 19 and 34) is half disk, and kubeadm waits on
-		// the node's own components. Not before the join: commit 9fddee3
-		// gave them seconds after the node's systemd came up, before that
-		// restart, and the import failed with no message for the second
-		// joiner of a window, every try (docs/status.md). What the import
-		// beside the join could not give, the next step gives and says
-		// why it cannot: ShareImages gives only what a node lacks.
-		DoOn(joiner, "join the new node with kubeadm (the images kube-proxy and CoreDNS run given meanwhile)", func(ctx context.Context, c *cluster.Cluster) error {
+		DoOn(joiner, "join the new node with kubeadm", func(ctx context.Context, c *cluster.Cluster) error {
 			member, err := joinedMember(ctx, c, added)
 			if err != nil {
 				return err
 			}
-			return joinControlPlaneWhile(ctx, c, member, added, func(ctx context.Context) {
-				_, _ = giveAddonImages(ctx, c, added, tars)
-			})
+			return JoinControlPlane(ctx, c, member, added)
 		}),
-		DoOn(joiner, "give the new node what it lacks of the images kube-proxy and CoreDNS run; wait for it Ready and its apiserver at "+target.String(), func(ctx context.Context, c *cluster.Cluster) error {
+		// The images after the join, not before: commit 9fddee3 gave them
+		// between the node's start and its join, and the import failed
+		// with no message for the second joiner of a window, every try
+		// (docs/status.md). While the node comes up, not before it: the
+		// import (20-24 s a joiner under traffic, session 19) is half
+		// disk, and the wait is for the node's own components.
+		DoOn(joiner, "give the new node the images kube-proxy and CoreDNS run while it comes up; wait for it Ready and its apiserver at "+target.String(), func(ctx context.Context, c *cluster.Cluster) error {
 			g, gctx := errgroup.WithContext(ctx)
 			g.Go(func() error {
 				var err error
