@@ -56,8 +56,8 @@ func (m *Monitor) readKubeletRecord(i int, e Event, uid types.UID) {
 }
 
 // podEventLines are the last n of the events of the object uid that
-// happened by until, oldest first, each "15:04:05 Reason (xN) by who:
-// message".
+// happened by until, oldest first, each "event 15:04:05 Reason (xN) by
+// who: message".
 func podEventLines(events []corev1.Event, uid types.UID, until time.Time, n int) []string {
 	at := func(ev corev1.Event) time.Time {
 		for _, t := range []time.Time{ev.LastTimestamp.Time, ev.EventTime.Time, ev.FirstTimestamp.Time} {
