@@ -59,7 +59,7 @@ func (m *Monitor) followJournal(node string, since time.Time) error {
 		// A node that does not answer is left after a grace.
 		time.AfterFunc(10*time.Second, cancel)
 	}()
-	args := []string{"journalctl", "--follow", "--output=json", "--no-tail", "--since=@" + strconv.FormatInt(since.Unix(), 10), "_PID=1"}
+	args := []string{"journalctl", "--follow", "--output=json", "--no-tail", "--since=" + journalTime(since), "_PID=1"}
 	for unit := range units {
 		args = append(args, "UNIT="+unit)
 	}
@@ -132,7 +132,7 @@ func (m *Monitor) readUnitLogs(i int, node, kind string, until time.Time) {
 	ctx, cancel := context.WithTimeout(m.logCtx, 10*time.Second)
 	defer cancel()
 	out, err := run.Command("docker", "exec", node, "journalctl", "--output=cat", "--lines="+strconv.Itoa(logLines),
-		"--until=@"+strconv.FormatInt(until.Unix(), 10), "_SYSTEMD_UNIT="+kind+".service").String(ctx)
+		"--until="+journalTime(until), "_SYSTEMD_UNIT="+kind+".service").String(ctx)
 	lines := strings.Split(out, "\n")
 	if err != nil {
 		lines = []string{"(the unit's log could not be read: " + err.Error() + ")"}
@@ -154,9 +154,7 @@ var klogError = regexp.MustCompile(`^E\d{4} `)
 func (m *Monitor) readKubeletErrors(i int, node string, at time.Time) {
 	ctx, cancel := context.WithTimeout(m.logCtx, 10*time.Second)
 	defer cancel()
-	out, err := run.Command("docker", "exec", node, "journalctl", "--output=cat",
-		"--since=@"+strconv.FormatInt(at.Add(-beforeNotReady).Unix(), 10), "--until=@"+strconv.FormatInt(at.Add(time.Second).Unix(), 10),
-		"_SYSTEMD_UNIT=kubelet.service").String(ctx)
+	out, err := kubeletLog(ctx, node, at.Add(-beforeNotReady), at.Add(time.Second), "cat")
 	if err != nil {
 		m.setLogs(i, []string{"(the kubelet's log could not be read: " + err.Error() + ")"})
 		return
@@ -169,6 +167,17 @@ func (m *Monitor) readKubeletErrors(i int, node string, at time.Time) {
 	}
 	m.setConnections(i, conns)
 }
+
+// kubeletLog is node's kubelet journal from since to until, in
+// journalctl's output format output.
+func kubeletLog(ctx context.Context, node string, since, until time.Time, output string) (string, error) {
+	return run.Command("docker", "exec", node, "journalctl", "--output="+output,
+		"--since="+journalTime(since), "--until="+journalTime(until), "_SYSTEMD_UNIT=kubelet.service").String(ctx)
+}
+
+// journalTime is t as journalctl's --since and --until read it, to the
+// second.
+func journalTime(t time.Time) string { return "@" + strconv.FormatInt(t.Unix(), 10) }
 
 // kubeletErrors returns the last n error lines of a kubelet's log, each
 // cut to a length a report can show.

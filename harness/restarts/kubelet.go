@@ -4,15 +4,12 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/skewer-k8s/skewer/internal/run"
 )
 
 // kubeletLines is how many of the kubelet's events and log lines about a
@@ -42,9 +39,7 @@ func (m *Monitor) readKubeletRecord(i int, e Event, uid types.UID) {
 	} else {
 		record = append(record, podEventLines(events.Items, uid, e.Time.Add(2*time.Second), kubeletLines)...)
 	}
-	out, err := run.Command("docker", "exec", e.Node, "journalctl", "--output=short-iso-precise",
-		"--since=@"+strconv.FormatInt(e.Time.Add(-kubeletLookBack).Unix(), 10), "--until=@"+strconv.FormatInt(e.Time.Add(2*time.Second).Unix(), 10),
-		"_SYSTEMD_UNIT=kubelet.service").String(ctx)
+	out, err := kubeletLog(ctx, e.Node, e.Time.Add(-kubeletLookBack), e.Time.Add(2*time.Second), "short-iso-precise")
 	if err != nil {
 		record = append(record, "(the kubelet's log could not be read: "+err.Error()+")")
 	} else {
