@@ -167,7 +167,7 @@ func judgeTraffic(_ context.Context, e *Env) []promise.Verdict {
 		case e.Strategy == rollout.StrategyInPlace:
 			// Probing from the first newer apiserver on found a false
 			// 404 no detector explains yet (session 17): judged in
-			// place once that cause is found, see docs/status.md.
+			// place once that cause is found, see docs/proxy.md.
 			v = promise.Inapplicable(v.ID, "in place alone the traffic knows no collection only %s serves when it starts; certify both strategies and the in-place run probes the one the surge run's mixed window found", e.Pair.To)
 		}
 		out = append(out, v)

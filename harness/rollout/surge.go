@@ -151,7 +151,7 @@ func replace(oldName string, target version.Version, tars map[string]string) []A
 		// The images after the join, not before: commit 9fddee3 gave them
 		// between the node's start and its join, and the import failed
 		// with no message for the second joiner of a window, every try
-		// (docs/status.md). While the node comes up, not before it: the
+		// (docs/decisions.md). While the node comes up, not before it: the
 		// import (20-24 s a joiner under traffic, session 19) is half
 		// disk, and the wait is for the node's own components.
 		DoOn(joiner, "give the new node the images kube-proxy and CoreDNS run while it comes up; wait for it Ready and its apiserver at "+target.String(), func(ctx context.Context, c *cluster.Cluster) error {
