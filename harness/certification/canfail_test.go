@@ -163,6 +163,14 @@ var canFail = []struct {
 	{"proxy.route.loop-guard", "a request marked proxied answered 404 but the counter moved: forwarded again", func(t *testing.T) promise.Verdict {
 		return loopGuardVerdict(Server{Name: "cp1"}, "/apis/x/v1/ys", notFound(), reroutedAt(t, 404, 2), reroutedAt(t, 404, 3), func() error { return nil })
 	}},
+	{"proxy.route.peer-status", "a create of a name that exists answered 503 through the older apiserver, 409 by the peer", func(t *testing.T) promise.Verdict {
+		gr := schema.GroupResource{Group: "x", Resource: "ys"}
+		return peerStatusVerdict("cp1", "cp4", "x/v1/ys", []refused{{what: "create of a name that exists", want: 409,
+			entry: apierrors.NewServiceUnavailable("error trying to reach service"), peer: apierrors.NewAlreadyExists(gr, "y-1")}})
+	}},
+	{"proxy.route.resource-version", "a list through the older apiserver answered before the write the peer had acknowledged", func(t *testing.T) promise.Verdict {
+		return rvVerdict("x/v1/ys", []seenRV{{what: "create on cp4 itself", rv: "120", write: true}, {what: "consistent list through cp1", rv: "118"}})
+	}},
 	{"proxy.metrics.rerouted", "the rerouted counter moved by 4 for 5 forwarded gets", func(t *testing.T) promise.Verdict {
 		return reroutedVerdict("cp1", "x/v1/ys", 5, reroutedAt(t, 404, 2), reroutedAt(t, 404, 6))
 	}},
@@ -262,6 +270,15 @@ var canFail = []struct {
 			InitContainerStatuses: []corev1.ContainerStatus{{Name: "proxy", RestartCount: 1, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}},
 			ContainerStatuses:     []corev1.ContainerStatus{{Name: "app", RestartCount: 1, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(sidecarT0.Add(6 * time.Second))}}}}}}
 		return sidecarchecks.JudgeCrashAlone(kubelets, map[string]*corev1.Pod{"w1": pod}, map[string]metav1.Time{"w1": started}, nil)
+	}},
+	{"sidecar.hung.out-of-service", "the Pod of a hung sidecar left its Service's ready endpoints 40 s after the hang", func(t *testing.T) promise.Verdict {
+		hung := sidecarT0.Add(10 * time.Second)
+		pod := &corev1.Pod{Status: corev1.PodStatus{
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "proxy", RestartCount: 1, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(hung.Add(45 * time.Second))}}}},
+			ContainerStatuses:     []corev1.ContainerStatus{{Name: "app", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(sidecarT0)}}}}}}
+		seen := sidecarchecks.HungSeen{In: sidecarT0.Add(5 * time.Second), Out: hung.Add(40 * time.Second), Back: hung.Add(50 * time.Second), Pod: pod, AppStarted: metav1.NewTime(sidecarT0)}
+		ev := []fixtures.Event{{At: sidecarT0, Who: "proxy", What: "start"}, {At: hung, Who: "proxy", What: "hang"}, {At: hung.Add(44 * time.Second), Who: "proxy", What: "start"}}
+		return sidecarchecks.JudgeHung(kubelets, map[string]sidecarchecks.HungSeen{"w1": seen, "cp1": seen}, map[string][]fixtures.Event{"w1": ev, "cp1": ev})
 	}},
 	{"sidecar.readiness.gates", "the new Pod, its sidecar never ready, a ready endpoint of the Service", func(t *testing.T) promise.Verdict {
 		ready := func(name, ip string, ok bool) corev1.Pod {

@@ -3,6 +3,7 @@ package certification
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -221,9 +222,12 @@ func convergedVerdict(newer version.Version, only []discovery.Resource, took tim
 }
 
 // CheckAllOld judges proxy.rollback.all-old once every control plane is
-// back at the older version: the object from before is intact, and the
+// back at the older version: the object from before is intact, the
 // resource only the newer version served answers a true 404 on every
-// apiserver, which serves it itself (no other apiserver logs it).
+// apiserver, which serves it itself (no other apiserver logs it), and,
+// within the discovery budget, no apiserver's merged discovery still
+// advertises anything none of them serves (a client would keep using
+// what went away).
 func CheckAllOld(ctx context.Context, c *cluster.Cluster, r discovery.Resource, before *corev1.ConfigMap) promise.Verdict {
 	const id = "proxy.rollback.all-old"
 	if err := Intact(ctx, c, before); err != nil {
@@ -246,8 +250,43 @@ func CheckAllOld(ctx context.Context, c *cluster.Cluster, r discovery.Resource, 
 			return fail(id, "after the rollback: %v", err)
 		}
 	}
+	start := time.Now()
+	if err := advertisedOnlyServed(ctx, all); err != nil {
+		return fail(id, "after the rollback: %v", err)
+	}
 	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: []string{
-		fmt.Sprintf("the object from before intact; %s: 404 on %v, each logged by the server asked alone", r.Key(), names(all))}}
+		fmt.Sprintf("the object from before intact; %s: 404 on %v, each logged by the server asked alone", r.Key(), names(all)),
+		fmt.Sprintf("every merged discovery advertises only what some apiserver serves (%s after the check began)", time.Since(start).Round(100*time.Millisecond))}}
+}
+
+// advertisedOnlyServed waits until no merged discovery of all advertises
+// a resource that none of all serves locally.
+func advertisedOnlyServed(ctx context.Context, all []Server) error {
+	served := discovery.Set{}
+	for _, s := range all {
+		cs, err := s.client()
+		if err != nil {
+			return err
+		}
+		local, err := discovery.Local(ctx, cs)
+		if err != nil {
+			return fmt.Errorf("local discovery of %s: %w", s.Name, err)
+		}
+		maps.Copy(served, local)
+	}
+	return waitDiscovery(ctx, all, discovery.Merged, "every merged discovery to advertise only what some apiserver serves", func(merged discovery.Set) []string {
+		return advertisedBeyond(merged, served)
+	})
+}
+
+// advertisedBeyond is what merged advertises and served lacks, each said
+// as "still advertises KEY".
+func advertisedBeyond(merged, served discovery.Set) []string {
+	var out []string
+	for _, r := range discovery.OnlyIn(merged, served) {
+		out = append(out, "still advertises "+r.Key())
+	}
+	return out
 }
 
 // goneAfterRollback judges proxy.rollback.all-old on how s, once every

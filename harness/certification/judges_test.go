@@ -1,11 +1,13 @@
 package certification
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/skewer-k8s/skewer/harness/discovery"
 	"github.com/skewer-k8s/skewer/harness/promise"
@@ -32,6 +34,7 @@ func TestJudgesPassWhatHolds(t *testing.T) {
 	trust := trustEvidence()
 	versions := map[string]version.Version{"cp1": v136, "cp2": v136}
 	only := []discovery.Resource{{Group: "x", Version: "v1", Resource: "ys"}}
+	gr := schema.GroupResource{Group: "x", Resource: "ys"}
 	names, backends := []string{"cp1", "cp2", "cp3"}, []string{"cp1:6443", "cp2:6443", "cp3:6443"}
 	for _, v := range []promise.Verdict{
 		killed,
@@ -62,6 +65,9 @@ func TestJudgesPassWhatHolds(t *testing.T) {
 		must(refusal("a rollout", "more than one minor", apierrors.NewBadRequest("more than one minor up"), 0), "rollout.refuses-bad-input"),
 		must(unchanged("a rollout", "same", "same"), "rollout.refuses-bad-input"),
 		recoveredVerdict(nil, "same", "same", time.Minute, versions),
+		peerStatusVerdict("cp1", "cp4", "x/v1/ys", []refused{{what: "create of a name that exists", want: 409,
+			entry: apierrors.NewAlreadyExists(gr, "y-1"), peer: apierrors.NewAlreadyExists(gr, "y-1")}}),
+		rvVerdict("x/v1/ys", []seenRV{{what: "create", rv: "120", write: true}, {what: "list", rv: "120"}, {what: "patch", rv: "121", write: true}, {what: "watch", rv: "121"}}),
 	} {
 		if v.Outcome != promise.Pass {
 			t.Errorf("%s %s: %s", v.ID, v.Outcome, v.Reason)
@@ -69,6 +75,40 @@ func TestJudgesPassWhatHolds(t *testing.T) {
 	}
 	if got := lacks("cp1", discovery.Set{"x/v1/ys": only[0]}, nil, only); len(got) != 0 {
 		t.Errorf("a merged view that shows it lacks %v", got)
+	}
+}
+
+// After a rollback a merged view that advertises what no server serves
+// is said, key by key; one that advertises what some server serves is not.
+func TestAdvertisedBeyond(t *testing.T) {
+	ys, zs := discovery.Resource{Group: "x", Version: "v1", Resource: "ys"}, discovery.Resource{Group: "x", Version: "v1", Resource: "zs"}
+	served := discovery.Set{ys.Key(): ys}
+	if got := advertisedBeyond(discovery.Set{ys.Key(): ys}, served); len(got) != 0 {
+		t.Errorf("what is served: %v", got)
+	}
+	if got := advertisedBeyond(discovery.Set{ys.Key(): ys, zs.Key(): zs}, served); !slices.Equal(got, []string{"still advertises x/v1/zs"}) {
+		t.Errorf("what no server serves: %v", got)
+	}
+}
+
+// A refusal the peer itself does not give as wanted leaves the promise
+// unjudged, and a Status with other details through the entry fails it.
+func TestPeerStatusNeedsThePeersRefusal(t *testing.T) {
+	gr := schema.GroupResource{Group: "x", Resource: "ys"}
+	v := peerStatusVerdict("cp1", "cp4", "x/v1/ys", []refused{{what: "create of a name that exists", want: 409, entry: nil, peer: nil}})
+	if v.Outcome != promise.Error {
+		t.Errorf("a peer that accepted: %s %s", v.Outcome, v.Reason)
+	}
+	v = peerStatusVerdict("cp1", "cp4", "x/v1/ys", []refused{{what: "create of a name that exists", want: 409,
+		entry: apierrors.NewAlreadyExists(gr, "y-2"), peer: apierrors.NewAlreadyExists(gr, "y-1")}})
+	if v.Outcome != promise.Fail || !strings.Contains(v.Reason, `"y-2"`) {
+		t.Errorf("another object named through the entry: %s %s", v.Outcome, v.Reason)
+	}
+	if v := rvVerdict("x/v1/ys", []seenRV{{what: "create", rv: "abc"}}); v.Outcome != promise.Error {
+		t.Errorf("a resourceVersion that is not a number: %s %s", v.Outcome, v.Reason)
+	}
+	if v := rvVerdict("x/v1/ys", []seenRV{{what: "create", rv: "7", write: true}, {what: "patch", rv: "7", write: true}}); v.Outcome != promise.Fail {
+		t.Errorf("a write at the version already seen: %s %s", v.Outcome, v.Reason)
 	}
 }
 

@@ -41,6 +41,8 @@ var checks = append([]Check{
 		Judge: one(func(ctx context.Context, e *Env) promise.Verdict { return CheckMembership(ctx, e.C, e.After) })},
 	{IDs: []promise.ID{"proxy.discovery.converges"}, In: []Part{partWindow, partWindowTwo}, Judge: judgeDiscovery},
 	{IDs: ProxyPromises, In: []Part{partProxy}, Judge: inWindow(CheckProxy)},
+	{IDs: AnswerPromises, In: []Part{partProxy},
+		Judge: func(ctx context.Context, e *Env) []promise.Verdict { return CheckPeerAnswers(ctx, e.Window) }},
 	{IDs: []promise.ID{"proxy.trust.forged-lease"}, In: []Part{partProxy},
 		Judge: one(func(ctx context.Context, e *Env) promise.Verdict { return CheckForgedLease(ctx, e.C, e.Window) })},
 	{IDs: LinkPromises, In: []Part{partFaults},

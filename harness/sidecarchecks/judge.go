@@ -45,6 +45,14 @@ func JudgeCrashAlone(kubelets []Kubelet, after map[string]*corev1.Pod, appStarte
 	})
 }
 
+// JudgeHung is sidecar.hung.out-of-service on what each kubelet's Pod was
+// seen doing and what its fixtures recorded.
+func JudgeHung(kubelets []Kubelet, seen map[string]HungSeen, events map[string][]fixtures.Event) promise.Verdict {
+	return perKubelet(kubelets, "sidecar.hung.out-of-service", func(k Kubelet) ([]string, error) {
+		return judgeHung(seen[k.Name], events[k.Name])
+	})
+}
+
 // JudgeReadinessGates is sidecar.readiness.gates on the Deployment whose
 // rollout halted, its Pods and its Service's EndpointSlices.
 func JudgeReadinessGates(halted *appsv1.Deployment, pods []corev1.Pod, slices []discoveryv1.EndpointSlice) promise.Verdict {

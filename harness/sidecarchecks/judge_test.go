@@ -77,6 +77,7 @@ func TestJudgesPassWhatHolds(t *testing.T) {
 			ContainerStatuses: []corev1.ContainerStatus{running("app", t0, 0)}}}), onBoth(metav1.NewTime(t0)), onBoth(recorded("proxy start", "proxy crash", "proxy start"))),
 		"crash alone, one restart the runtime failed": JudgeCrashAlone(testKubelets, onBoth(&corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{startFailed(running("proxy", t0.Add(20*time.Second), 2))},
 			ContainerStatuses: []corev1.ContainerStatus{running("app", t0, 0)}}}), onBoth(metav1.NewTime(t0)), onBoth(recorded("proxy start", "proxy crash", "proxy start"))),
+		"hung": JudgeHung(testKubelets, onBoth(hungSeen(8*time.Second, 25*time.Second)), onBoth(recorded("proxy start", "proxy hang", "proxy start"))),
 		"readiness gates": JudgeReadinessGates(&appsv1.Deployment{Status: appsv1.DeploymentStatus{AvailableReplicas: 1}},
 			[]corev1.Pod{ready("web-old", "10.244.1.5", corev1.ConditionTrue), ready("web-new", "10.244.1.6", corev1.ConditionFalse)},
 			[]discoveryv1.EndpointSlice{{Endpoints: []discoveryv1.Endpoint{
@@ -111,6 +112,42 @@ func TestJudgesPassWhatHolds(t *testing.T) {
 		if v.Outcome != promise.Pass {
 			t.Errorf("%s: %s %s: %s", name, v.ID, v.Outcome, v.Reason)
 		}
+	}
+}
+
+// hungSeen is a hung helper's Pod seen in service before its hang (at
+// t0 + 100 ms, as recorded puts it), out and back that long after it.
+func hungSeen(out, back time.Duration) HungSeen {
+	hung := t0.Add(100 * time.Millisecond)
+	return HungSeen{In: t0, Out: hung.Add(out), Back: hung.Add(back), AppStarted: metav1.NewTime(t0),
+		Pod: &corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{running("proxy", hung.Add(back), 1)},
+			ContainerStatuses: []corev1.ContainerStatus{running("app", t0, 0)}}}}
+}
+
+// A hung helper's Pod fails the promise when it leaves service or comes
+// back too late, when the app restarted, and when the hang came before
+// the Pod was seen in service (nothing to time it from).
+func TestHungHelperBounds(t *testing.T) {
+	ev := recorded("proxy start", "proxy hang", "proxy start")
+	early := hungSeen(8*time.Second, 25*time.Second)
+	early.In = t0.Add(time.Second)
+	restarted := hungSeen(8*time.Second, 25*time.Second)
+	restarted.Pod.Status.ContainerStatuses[0].RestartCount = 1
+	for name, c := range map[string]struct {
+		seen HungSeen
+		want string
+	}{
+		"out late":      {hungSeen(outOfService+time.Second, 25*time.Second), "over the readiness probe's bound"},
+		"back late":     {hungSeen(8*time.Second, backInService+time.Second), "over the liveness probe's bound"},
+		"app restarted": {restarted, "the app did not keep running"},
+		"hung early":    {early, "before its Pod was first seen in service"},
+	} {
+		if _, err := judgeHung(c.seen, ev); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", name, err, c.want)
+		}
+	}
+	if _, err := judgeHung(hungSeen(8*time.Second, 25*time.Second), recorded("proxy start", "proxy hang")); err == nil {
+		t.Error("a sidecar that never started again passed")
 	}
 }
 

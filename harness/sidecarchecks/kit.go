@@ -339,6 +339,7 @@ var Checks = []Check{
 	{ids("sidecar.job.sidecar-crashes"), false, one((*Sidecars).CheckJobSidecarCrashes)},
 	{ids("sidecar.stripped.old-client"), true, one((*Sidecars).CheckOldClient)},
 	{ids("sidecar.resources.formula", "sidecar.resources.quota-admission"), false, (*Sidecars).CheckResources},
+	{ids("sidecar.hung.out-of-service"), true, one((*Sidecars).CheckHungHelper)},
 	{ids("sidecar.start.order"), false, one((*Sidecars).CheckStartOrder)},
 	{ids("sidecar.crash.restarts-alone"), false, one((*Sidecars).CheckCrashAlone)},
 	{ids("sidecar.resources.limits-qos"), false, one((*Sidecars).CheckLimits)},
