@@ -28,11 +28,7 @@ var AnswerPromises = []promise.ID{"proxy.route.peer-status", "proxy.route.resour
 func CheckPeerAnswers(ctx context.Context, w *Window) []promise.Verdict {
 	const ns = "default"
 	if _, err := w.RouteWorks(ctx, ns); err != nil {
-		var vs []promise.Verdict
-		for _, id := range AnswerPromises {
-			vs = append(vs, promise.Errored(id, "the proxy never routed the window's resource, so this could not be judged: %v", err))
-		}
-		return vs
+		return erroredAll(AnswerPromises, fmt.Errorf("the proxy never routed the window's resource, so this could not be judged: %w", err))
 	}
 	entry, err := w.api(w.Old[0], ns)
 	if err != nil {
