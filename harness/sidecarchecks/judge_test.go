@@ -248,3 +248,13 @@ func TestLastEnded(t *testing.T) {
 		t.Errorf("a status missing a container: %v, want not known", got)
 	}
 }
+
+// A crashed sidecar's evidence says how long after its crash it ran
+// again, from what it recorded.
+func TestCrashAloneSaysTheRecovery(t *testing.T) {
+	v := JudgeCrashAlone(testKubelets, onBoth(&corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{running("proxy", t0.Add(6*time.Second), 1)},
+		ContainerStatuses: []corev1.ContainerStatus{running("app", t0, 0)}}}), onBoth(metav1.NewTime(t0)), onBoth(recorded("proxy start", "proxy crash", "proxy start")))
+	if v.Outcome != promise.Pass || len(v.Evidence) != 2 || !strings.Contains(v.Evidence[0], "running again 100ms later") {
+		t.Errorf("%s %s: %v", v.Outcome, v.Reason, v.Evidence)
+	}
+}

@@ -150,22 +150,22 @@ func judgeCrashAlone(after *corev1.Pod, appStarted metav1.Time, read func() ([]f
 	if err != nil {
 		return nil, err
 	}
-	starts := 0
+	var starts []time.Time
 	for _, e := range ev {
 		if e.Who == "proxy" && e.What == "start" {
-			starts++
+			starts = append(starts, e.At)
 		}
 	}
 	crashed, err := firstEvent(ev, "proxy", "crash")
 	if err != nil {
 		return nil, err
 	}
-	if starts != 2 {
-		return nil, fmt.Errorf("the sidecar started %d times, want 2 (started, crashed, started again): %s", starts, eventLines(ev))
+	if len(starts) != 2 {
+		return nil, fmt.Errorf("the sidecar started %d times, want 2 (started, crashed, started again): %s", len(starts), eventLines(ev))
 	}
 	sidecar := after.Status.InitContainerStatuses[0]
-	line := fmt.Sprintf("the sidecar crashed at %s and was restarted alone (restarts: sidecar %d, app %d)",
-		crashed.UTC().Format("15:04:05.000"), sidecar.RestartCount, app.RestartCount)
+	line := fmt.Sprintf("the sidecar crashed at %s and was restarted alone, running again %s later (restarts: sidecar %d, app %d)",
+		crashed.UTC().Format("15:04:05.000"), starts[1].Sub(crashed).Round(100*time.Millisecond), sidecar.RestartCount, app.RestartCount)
 	if sidecar.RestartCount > 1 {
 		line += fmt.Sprintf("; it ran twice, so %d of the restarts failed to start it: %s", sidecar.RestartCount-1, lastTermination(sidecar))
 	}
