@@ -6,9 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/skewer-k8s/skewer/fixtures"
 	"github.com/skewer-k8s/skewer/harness/promise"
@@ -56,8 +54,7 @@ func (s *Sidecars) CheckHungHelper(ctx context.Context) promise.Verdict {
 		proxy.ReadinessProbe = &corev1.Probe{ProbeHandler: proxyGet("/ready"), PeriodSeconds: 1, TimeoutSeconds: 1, FailureThreshold: 3}
 		proxy.LivenessProbe = &corev1.Probe{ProbeHandler: proxyGet("/healthz"), PeriodSeconds: 2, TimeoutSeconds: 1, FailureThreshold: 3}
 		pod := b.pod([]corev1.Container{proxy}, []corev1.Container{b.container("app", "app")})
-		if _, err := s.cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: b.name},
-			Spec: corev1.ServiceSpec{Selector: pod.Labels, Ports: []corev1.ServicePort{{Port: 8080}}}}, metav1.CreateOptions{}); err != nil {
+		if err := s.service(ctx, ns, b.name, pod.Labels); err != nil {
 			return nil, err
 		}
 		if _, err := s.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
@@ -73,11 +70,6 @@ func (s *Sidecars) CheckHungHelper(ctx context.Context) promise.Verdict {
 		}
 		return judgeHung(seen, ev)
 	})
-}
-
-// proxyGet is a probe of the proxy fixture's path.
-func proxyGet(path string) corev1.ProbeHandler {
-	return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(8080)}}
 }
 
 // HungSeen is what CheckHungHelper saw of its Pod: when it was first
@@ -129,20 +121,11 @@ func (s *Sidecars) inAndOut(ctx context.Context, ns, name string) (HungSeen, err
 
 // readyEndpoint says whether ip is a ready endpoint of Service ns/svc.
 func (s *Sidecars) readyEndpoint(ctx context.Context, ns, svc, ip string) (bool, error) {
-	eps, err := s.cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc})
+	eps, err := s.endpointSlices(ctx, ns, svc)
 	if err != nil || ip == "" {
 		return false, err
 	}
-	for _, sl := range eps.Items {
-		for _, ep := range sl.Endpoints {
-			for _, a := range ep.Addresses {
-				if a == ip {
-					return ep.Conditions.Ready != nil && *ep.Conditions.Ready, nil
-				}
-			}
-		}
-	}
-	return false, nil
+	return readyAddresses(eps)[ip], nil
 }
 
 // judgeHung judges sidecar.hung.out-of-service on what CheckHungHelper

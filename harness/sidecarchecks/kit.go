@@ -171,10 +171,15 @@ func withRequests(c corev1.Container, cpu, memory string) corev1.Container {
 // readyProbe gates on the proxy fixture's /ready.
 func readyProbe() *corev1.Probe {
 	return &corev1.Probe{
-		ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt32(8080)}},
+		ProbeHandler:     proxyGet("/ready"),
 		PeriodSeconds:    1,
 		FailureThreshold: 60,
 	}
+}
+
+// proxyGet is a probe of the proxy fixture's path.
+func proxyGet(path string) corev1.ProbeHandler {
+	return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(8080)}}
 }
 
 // pod is a Pod with the events and shared volumes; pinned to p.node when

@@ -211,8 +211,7 @@ func (s *Sidecars) readinessGates(ctx context.Context) ([]string, error) {
 	if _, err := deployments.Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		return nil, err
 	}
-	if _, err := s.cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec: corev1.ServiceSpec{Selector: pod.Labels, Ports: []corev1.ServicePort{{Port: 8080}}}}, metav1.CreateOptions{}); err != nil {
+	if err := s.service(ctx, ns, "web", pod.Labels); err != nil {
 		return nil, err
 	}
 	if err := s.waitDeployment(ctx, ns, "web", "available", func(d *appsv1.Deployment) bool { return d.Status.AvailableReplicas == 1 }); err != nil {
@@ -248,13 +247,7 @@ func (s *Sidecars) readinessGates(ctx context.Context) ([]string, error) {
 			return nil, err
 		}
 		return pods.Items, nil
-	}, func() ([]discoveryv1.EndpointSlice, error) {
-		eps, err := s.cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=web"})
-		if err != nil {
-			return nil, err
-		}
-		return eps.Items, nil
-	})
+	}, func() ([]discoveryv1.EndpointSlice, error) { return s.endpointSlices(ctx, ns, "web") })
 }
 
 // judgeGates judges sidecar.readiness.gates once the Deployment's rollout
@@ -287,14 +280,7 @@ func judgeGates(halted *appsv1.Deployment, list func() ([]corev1.Pod, error), sl
 	if err != nil {
 		return nil, err
 	}
-	serving := map[string]bool{}
-	for _, sl := range eps {
-		for _, ep := range sl.Endpoints {
-			for _, a := range ep.Addresses {
-				serving[a] = ep.Conditions.Ready != nil && *ep.Conditions.Ready
-			}
-		}
-	}
+	serving := readyAddresses(eps)
 	if serving[newPod.Status.PodIP] {
 		return nil, fmt.Errorf("the new Pod %s (%s) is a ready endpoint though its sidecar is not ready", newPod.Name, newPod.Status.PodIP)
 	}
