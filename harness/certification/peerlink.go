@@ -83,7 +83,7 @@ func CheckPeerLink(ctx context.Context, c *cluster.Cluster, w *Window) []promise
 	failAll := func(format string, args ...any) []promise.Verdict {
 		return []promise.Verdict{fail(holeID, format, args...), fail(slowID, format, args...), fail(dupID, format, args...)}
 	}
-	l := &linkRun{c: c, w: w, run: fmt.Sprintf("link-%x", time.Now().UnixNano()&0xffffffffff)}
+	l := &linkRun{c: c, w: w, run: "link-" + runID()}
 	var err error
 	if l.old, err = c.Node(ctx, w.Old[0].Name); err != nil {
 		return failAll("%v", err)

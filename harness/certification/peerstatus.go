@@ -43,7 +43,7 @@ func CheckPeerAnswers(ctx context.Context, w *Window) []promise.Verdict {
 		return erroredAll(AnswerPromises, fmt.Errorf("no sample object of %s (add one at %s): nothing can be written through the proxy without one",
 			w.Resource.Key(), samplePath(w.Resource)))
 	}
-	run := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff)
+	run := runID()
 	w.mark(obj, run, ns)
 	return []promise.Verdict{
 		CheckPeerStatus(ctx, w, entry, peer, obj.DeepCopy()),

@@ -76,7 +76,7 @@ func CheckRouteVerbs(ctx context.Context, w *Window, ns string, ids *auditIDs) p
 	if err != nil {
 		return fail(id, "%v", err)
 	}
-	run := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff)
+	run := runID()
 	selector := metav1.ListOptions{LabelSelector: routeLabel + "=" + run}
 	obj, serr := sample(w.Resource)
 	if serr != nil {

@@ -185,11 +185,7 @@ func judgeTraffic(_ context.Context, e *Env) []promise.Verdict {
 // nothing, and proves nothing.
 func judgeRestarts(_ context.Context, e *Env) []promise.Verdict {
 	if e.Monitor == nil {
-		var out []promise.Verdict
-		for _, id := range restartPromises {
-			out = append(out, promise.Errored(id, "the restart monitor did not start"))
-		}
-		return out
+		return erroredAll(restartPromises, errors.New("the restart monitor did not start"))
 	}
 	auditLogs, _ := e.C.AuditLogs() // none: a node's cause is unknown, and says so
 	return e.Monitor.Judge(e.Meant, auditLogs)

@@ -238,6 +238,10 @@ func (w *Window) api(s Server, ns string, ids ...*auditIDs) (dynamic.ResourceInt
 // routeLabel marks what the routing check makes, by run.
 const routeLabel = "skewer.io/certify-route"
 
+// runID names one check's run: what it makes is labelled with it, so a
+// list finds that run's objects and no other's.
+func runID() string { return fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff) }
+
 // mark labels obj, an object of the window's resource, as made by run,
 // in ns when the resource is namespaced.
 func (w *Window) mark(obj *unstructured.Unstructured, run, ns string) {
