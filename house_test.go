@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -146,6 +147,66 @@ func projectImports(root string) (map[string][]string, error) {
 // walkGoFiles calls fn with the path of every Go file under root, tests
 // included, leaving out hidden, underscored and testdata folders (what
 // the go tool leaves out).
+// One door into a node: a command runs in a container only through
+// internal/docker's exec (docker exec with its context, process group and
+// grace on cancel), which cluster.Node wraps. Tests aside.
+func TestOneDoorIntoANode(t *testing.T) {
+	doors, err := dockerExecs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range doors {
+		t.Errorf("%s runs docker exec itself: go through cluster.Node or internal/docker", d)
+	}
+}
+
+// The door check finds a docker exec of its own.
+func TestTheDoorCheckFindsASecondDoor(t *testing.T) {
+	dir := t.TempDir()
+	body := "package x\n\nvar argv = []string{\"docker\", \"exec\", \"-i\", \"node\"}\n"
+	for _, f := range []string{"x/x.go", "x/x_test.go", "internal/docker/docker.go"} {
+		path := filepath.Join(dir, f)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	doors, err := dockerExecs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(doors, " ") != "x/x.go:3" {
+		t.Errorf("found %v, want x/x.go:3 alone", doors)
+	}
+}
+
+// dockerExec is the argv head of a docker exec, however it is spaced.
+var dockerExec = regexp.MustCompile(`"docker",\s*"exec"`)
+
+// dockerExecs lists file:line of each docker exec under root outside
+// internal/docker and tests.
+func dockerExecs(root string) ([]string, error) {
+	var out []string
+	err := walkGoFiles(root, func(path string) error {
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if strings.HasSuffix(path, "_test.go") || strings.HasPrefix(rel, "internal/docker/") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range dockerExec.FindAllIndex(src, -1) {
+			out = append(out, fmt.Sprintf("%s:%d", rel, 1+strings.Count(string(src[:m[0]]), "\n")))
+		}
+		return nil
+	})
+	return out, err
+}
+
 func walkGoFiles(root string, fn func(path string) error) error {
 	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {

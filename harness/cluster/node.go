@@ -55,6 +55,12 @@ func (n Node) RunWithInput(ctx context.Context, stdin io.Reader, argv ...string)
 	return docker.ExecInput(ctx, n.Name, stdin, argv...)
 }
 
+// Start starts argv in the node as user, detached: a server that runs on
+// after the call returns, until a later Run stops it.
+func (n Node) Start(ctx context.Context, user string, argv ...string) error {
+	return docker.ExecDetached(ctx, n.Name, user, argv...)
+}
+
 // ReadFile returns the content of a file in the node.
 func (n Node) ReadFile(ctx context.Context, file string) ([]byte, error) {
 	out, err := docker.ExecOutput(ctx, n.Name, "cat", file)

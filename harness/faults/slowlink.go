@@ -59,8 +59,7 @@ func (l *SlowLink) Inject(ctx context.Context, _ *cluster.Cluster) error {
 	target := fmt.Sprintf("%s:%d", ip, cluster.APIServerPort)
 	port := relayPort(ip)
 	l.listen = "127.0.0.1:" + port
-	if err := run.Command("docker", "exec", "-d", "--user", relayUID, l.From.Name,
-		relayPath, "-listen", l.listen, "-to", target, "-delay", l.Delay.String()).Run(ctx); err != nil {
+	if err := l.From.Start(ctx, relayUID, relayPath, "-listen", l.listen, "-to", target, "-delay", l.Delay.String()); err != nil {
 		return fmt.Errorf("%s: start the relay: %w", l.Name(), err)
 	}
 	if err := wait.For(ctx, "faults/relay-listening", "the relay listening in "+l.From.Name, listening(l.From, port)); err != nil {

@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/skewer-k8s/skewer/internal/run"
+	"github.com/skewer-k8s/skewer/internal/docker"
 )
 
 // comparePods records every container of after whose restart count rose
@@ -107,7 +107,7 @@ func (m *Monitor) readLogs(i int, e Event, uid types.UID) {
 		return
 	}
 	file := fmt.Sprintf("/var/log/pods/%s_%s_%s/%s/%d.log", e.Namespace, e.Pod, uid, e.Container, e.Count-1)
-	out, ferr := run.Command("docker", "exec", e.Node, "tail", "-n", strconv.Itoa(logLines), file).Output(ctx)
+	out, ferr := docker.ExecOutput(ctx, e.Node, "tail", "-n", strconv.Itoa(logLines), file)
 	if ferr != nil {
 		m.setLogs(i, []string{fmt.Sprintf("(the previous instance's log could not be read: through the API: %v; from %s in the node: %v)", err, file, ferr)})
 		return

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/skewer-k8s/skewer/internal/run"
+	"github.com/skewer-k8s/skewer/internal/docker"
 )
 
 // units are the node services whose restarts the monitor follows, by the
@@ -67,9 +67,7 @@ func (m *Monitor) followJournal(node string, since time.Time) error {
 	// script's, never pasted into it.
 	const script = `"$@" & f=$!; cat >/dev/null; kill $f`
 	lines := &lineWriter{line: func(b []byte) { m.journalLine(node, b) }}
-	cmd := run.Command(append([]string{"docker", "exec", "-i", node, "sh", "-c", script, "sh"}, args...)...)
-	cmd.Stdin, cmd.Log = stdin, lines
-	err := cmd.Run(ctx)
+	err := docker.ExecStream(ctx, node, stdin, lines, append([]string{"sh", "-c", script, "sh"}, args...)...)
 	if m.journals.Err() != nil || strings.Contains(fmt.Sprint(err), "No such container") || strings.Contains(fmt.Sprint(err), "is not running") {
 		return nil // stopped, or the node went: everything it logged was read
 	}
@@ -131,8 +129,8 @@ func (m *Monitor) journalLine(node string, b []byte) {
 func (m *Monitor) readUnitLogs(i int, node, kind string, until time.Time) {
 	ctx, cancel := context.WithTimeout(m.logCtx, 10*time.Second)
 	defer cancel()
-	out, err := run.Command("docker", "exec", node, "journalctl", "--output=cat", "--lines="+strconv.Itoa(logLines),
-		"--until="+journalTime(until), "_SYSTEMD_UNIT="+kind+".service").String(ctx)
+	out, err := docker.Exec(ctx, node, "journalctl", "--output=cat", "--lines="+strconv.Itoa(logLines),
+		"--until="+journalTime(until), "_SYSTEMD_UNIT="+kind+".service")
 	lines := strings.Split(out, "\n")
 	if err != nil {
 		lines = []string{"(the unit's log could not be read: " + err.Error() + ")"}
@@ -171,8 +169,8 @@ func (m *Monitor) readKubeletErrors(i int, node string, at time.Time) {
 // kubeletLog is node's kubelet journal from since to until, in
 // journalctl's output format output.
 func kubeletLog(ctx context.Context, node string, since, until time.Time, output string) (string, error) {
-	return run.Command("docker", "exec", node, "journalctl", "--output="+output,
-		"--since="+journalTime(since), "--until="+journalTime(until), "_SYSTEMD_UNIT=kubelet.service").String(ctx)
+	return docker.Exec(ctx, node, "journalctl", "--output="+output,
+		"--since="+journalTime(since), "--until="+journalTime(until), "_SYSTEMD_UNIT=kubelet.service")
 }
 
 // journalTime is t as journalctl's --since and --until read it, to the

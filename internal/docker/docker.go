@@ -187,14 +187,23 @@ func ExecOutput(ctx context.Context, container string, argv ...string) ([]byte, 
 	return execCmd(container, nil, argv).Output(ctx)
 }
 
+// ExecDetached starts argv in a running container as user and returns
+// once it has started (docker exec -d): a server that runs on in the
+// container after the call.
+func ExecDetached(ctx context.Context, container, user string, argv ...string) error {
+	return execCmd(container, nil, argv, "-d", "--user", user).Run(ctx)
+}
+
 // ExecStream runs argv in a running container, its standard output going
 // to w as it comes (a follower), stdin given (none when nil).
 func ExecStream(ctx context.Context, container string, stdin io.Reader, w io.Writer, argv ...string) error {
 	return execCmd(container, stdin, argv).Stream(ctx, w)
 }
 
-func execCmd(container string, stdin io.Reader, argv []string) *run.Cmd {
-	args := []string{"docker", "exec"}
+// execCmd is every exec into a container: docker exec with flags, -i
+// when there is a stdin.
+func execCmd(container string, stdin io.Reader, argv []string, flags ...string) *run.Cmd {
+	args := append([]string{"docker", "exec"}, flags...)
 	if stdin != nil {
 		args = append(args, "-i")
 	}
