@@ -280,6 +280,12 @@ var canFail = []struct {
 		ev := []fixtures.Event{{At: sidecarT0, Who: "proxy", What: "start"}, {At: hung, Who: "proxy", What: "hang"}, {At: hung.Add(44 * time.Second), Who: "proxy", What: "start"}}
 		return sidecarchecks.JudgeHung(kubelets, map[string]sidecarchecks.HungSeen{"w1": seen, "cp1": seen}, map[string][]fixtures.Event{"w1": ev, "cp1": ev})
 	}},
+	{"sidecar.failure.closed", "a client Pod reached the app at its own port, around its proxy", func(t *testing.T) promise.Verdict {
+		urls := sidecarchecks.ClosedURLs{Service: "http://10.96.0.9:8080/", Proxy: "http://10.244.1.7:8080/", App: "http://10.244.1.7:8081/"}
+		ev := recorded("proxy start", "proxy ready", "proxy crash", "proxy start", "proxy ready")
+		ev = append(ev, fixtures.Event{At: sidecarT0.Add(time.Second), Who: "client", What: fmt.Sprintf("ok %s began=%d", urls.App, sidecarT0.Add(900*time.Millisecond).UnixNano())})
+		return sidecarchecks.JudgeFailClosed(kubelets, urls, map[string][]fixtures.Event{"w1": ev, "cp1": ev})
+	}},
 	{"sidecar.readiness.gates", "the new Pod, its sidecar never ready, a ready endpoint of the Service", func(t *testing.T) promise.Verdict {
 		ready := func(name, ip string, ok bool) corev1.Pod {
 			st := corev1.ConditionFalse

@@ -2,6 +2,7 @@ package sidecarchecks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -49,14 +50,30 @@ type kubeletResult struct {
 	err   error
 }
 
+// errUnjudged marks what a check could not see enough of to judge (a
+// floor not met): on its own it makes the verdict an error, never a pass
+// or a fail.
+var errUnjudged = errors.New("not judged")
+
+// unjudged is an error that says what the check could not see.
+func unjudged(format string, args ...any) error {
+	return fmt.Errorf("%s (%w)", fmt.Sprintf(format, args...), errUnjudged)
+}
+
 // judgeEach is the verdict on the kubelets' results, in the kubelets'
-// order (onEach's stop at the first failure): every failure is named.
+// order (onEach's stop at the first failure): every failure is named. A
+// kubelet whose check could not judge (unjudged) makes it an error,
+// unless another failed.
 func (s *Sidecars) judgeEach(id promise.ID, results []kubeletResult) promise.Verdict {
 	var ev, reasons []string
+	outcome := promise.Error
 	for i, r := range results {
 		k := s.Kubelets[i]
 		if r.err != nil {
 			reasons = append(reasons, fmt.Sprintf("%s: %v", k, r.err))
+			if !errors.Is(r.err, errUnjudged) {
+				outcome = promise.Fail
+			}
 			continue
 		}
 		for _, l := range r.lines {
@@ -64,7 +81,7 @@ func (s *Sidecars) judgeEach(id promise.ID, results []kubeletResult) promise.Ver
 		}
 	}
 	if len(reasons) > 0 {
-		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev, Reason: strings.Join(reasons, "; ")}
+		return promise.Verdict{ID: id, Outcome: outcome, Evidence: ev, Reason: strings.Join(reasons, "; ")}
 	}
 	if len(s.Kubelets) < 2 {
 		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev,

@@ -53,6 +53,14 @@ func JudgeHung(kubelets []Kubelet, seen map[string]HungSeen, events map[string][
 	})
 }
 
+// JudgeFailClosed is sidecar.failure.closed on each kubelet's guarded Pod
+// and client events, asked at urls.
+func JudgeFailClosed(kubelets []Kubelet, urls ClosedURLs, events map[string][]fixtures.Event) promise.Verdict {
+	return perKubelet(kubelets, "sidecar.failure.closed", func(k Kubelet) ([]string, error) {
+		return judgeFailClosed(urls, events[k.Name])
+	})
+}
+
 // JudgeReadinessGates is sidecar.readiness.gates on the Deployment whose
 // rollout halted, its Pods and its Service's EndpointSlices.
 func JudgeReadinessGates(halted *appsv1.Deployment, pods []corev1.Pod, slices []discoveryv1.EndpointSlice) promise.Verdict {

@@ -2,6 +2,8 @@ package sidecarchecks
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -256,5 +258,67 @@ func TestCrashAloneSaysTheRecovery(t *testing.T) {
 		ContainerStatuses: []corev1.ContainerStatus{running("app", t0, 0)}}}), onBoth(metav1.NewTime(t0)), onBoth(recorded("proxy start", "proxy crash", "proxy start")))
 	if v.Outcome != promise.Pass || len(v.Evidence) != 2 || !strings.Contains(v.Evidence[0], "running again 100ms later") {
 		t.Errorf("%s %s: %v", v.Outcome, v.Reason, v.Evidence)
+	}
+}
+
+// failClosedURLs and failClosedEvents are a guarded Pod's run as
+// CheckFailClosed sees it: served through the proxy, the proxy down from
+// 2 s until ready at 3.5 s, every attempt in the outage refused, served again after;
+// extra events are added as they are.
+var failClosedURLs = ClosedURLs{Service: "http://10.96.0.9:8080/", Proxy: "http://10.244.1.7:8080/", App: "http://10.244.1.7:8081/"}
+
+func failClosedEvents(extra ...fixtures.Event) []fixtures.Event {
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	try := func(ms int, ok bool, url string) fixtures.Event {
+		what := "fail "
+		if ok {
+			what = "ok "
+		}
+		return fixtures.Event{At: at(ms + 5), Who: "client", What: fmt.Sprintf("%s%s began=%d", what, url, at(ms).UnixNano())}
+	}
+	ev := []fixtures.Event{{At: at(0), Who: "proxy", What: "start"}, {At: at(100), Who: "proxy", What: "ready"}, {At: at(2000), Who: "proxy", What: "crash"},
+		{At: at(2600), Who: "proxy", What: "start"}, {At: at(3500), Who: "proxy", What: "ready"}}
+	for ms := 1000; ms < 5000; ms += 100 {
+		up := ms < 2000 || ms >= 3500
+		ev = append(ev, try(ms, up, failClosedURLs.Service), try(ms, up, failClosedURLs.Proxy), try(ms, false, failClosedURLs.App))
+		if up {
+			ev = append(ev, fixtures.Event{At: at(ms + 2), Who: "app", What: "request via=proxy from=127.0.0.1:4000"})
+		}
+	}
+	return append(ev, extra...)
+}
+
+// sidecar.failure.closed: passes on the closed path; fails on a request
+// around the proxy and on one served in the outage; is an error where
+// the client saw no outage to judge.
+func TestFailClosed(t *testing.T) {
+	judge := func(ev []fixtures.Event) promise.Verdict {
+		return JudgeFailClosed(testKubelets, failClosedURLs, onBoth(ev))
+	}
+	if v := judge(failClosedEvents()); v.Outcome != promise.Pass {
+		t.Fatalf("the closed path: %s %s", v.Outcome, v.Reason)
+	} else {
+		t.Log(v.Evidence[0])
+	}
+	direct := fixtures.Event{At: t0.Add(4 * time.Second), Who: "client", What: fmt.Sprintf("ok %s began=%d", failClosedURLs.App, t0.Add(4*time.Second).UnixNano())}
+	around := fixtures.Event{At: t0.Add(4 * time.Second), Who: "app", What: "request via=none from=10.244.2.3:5000"}
+	inOutage := fixtures.Event{At: t0.Add(2500 * time.Millisecond), Who: "client", What: fmt.Sprintf("ok %s began=%d", failClosedURLs.Service, t0.Add(2400*time.Millisecond).UnixNano())}
+	for name, c := range map[string]struct {
+		ev   []fixtures.Event
+		want promise.Outcome
+		says string
+	}{
+		"the app's own port answered":            {failClosedEvents(direct), promise.Fail, "around its proxy"},
+		"the app served a request not forwarded": {failClosedEvents(around), promise.Fail, "did not come through its proxy"},
+		"the Service served in the outage":       {failClosedEvents(inOutage), promise.Fail, "while the proxy was down"},
+		"the proxy never crashed":                {recorded("proxy start", "app start"), promise.Error, "never crashed"},
+		"no attempt in the outage": {slices.DeleteFunc(failClosedEvents(), func(e fixtures.Event) bool {
+			return e.Who == "client" && e.At.After(t0.Add(2*time.Second)) && e.At.Before(t0.Add(3600*time.Millisecond))
+		}), promise.Error, "cannot be judged"},
+	} {
+		v := judge(c.ev)
+		if v.Outcome != c.want || !strings.Contains(v.Reason, c.says) {
+			t.Errorf("%s: %s %q, want %s saying %q", name, v.Outcome, v.Reason, c.want, c.says)
+		}
 	}
 }

@@ -1,0 +1,207 @@
+package sidecarchecks
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/skewer-k8s/skewer/fixtures"
+	"github.com/skewer-k8s/skewer/harness/promise"
+)
+
+// The guarded Pod: a security proxy as its native sidecar, in front of
+// an app that listens on the Pod's loopback only. The proxy crashes once
+// after forwardedBeforeCrash requests - after the client Pod was served
+// through it, however late that Pod started - and the kubelet starts it
+// again; started, it loads its configuration for guardedLoad and refuses
+// to forward until then. Its outage, from the crash to ready again, is
+// the kubelet's restart (0.4-1.4 s here, session 36) and guardedLoad; the
+// client asks every clientEvery for clientFor, so the outage holds some
+// 30 attempts on each address.
+const (
+	guardedAppAddr       = "127.0.0.1:8081"
+	guardedAppPort       = "8081"
+	guardedLoad          = time.Second
+	forwardedBeforeCrash = 20
+	clientEvery          = 50 * time.Millisecond
+	clientFor            = 12 * time.Second
+)
+
+// CheckFailClosed judges sidecar.failure.closed on every kubelet at once:
+// while a security proxy in front of the app is down, no request reaches
+// the app - not through the Service, not at the Pod's proxy port, and
+// never at the app's own port - tried from a client Pod beside it.
+func (s *Sidecars) CheckFailClosed(ctx context.Context) promise.Verdict {
+	return s.onEachAtOnce(ctx, "sidecar.failure.closed", func(ctx context.Context, k Kubelet) ([]string, error) {
+		ns, done, err := s.namespace(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		b := podBuilder{image: s.image, ns: ns, name: "guarded", node: k.Name}
+		proxy := native(b.container(CrashingSidecar, "proxy", "-load-after", guardedLoad.String(), "-upstream", "http://"+guardedAppAddr,
+			"-crash-after-requests", strconv.Itoa(forwardedBeforeCrash), "-crash-marker", "/shared/crashed"))
+		proxy.ReadinessProbe = readyProbe()
+		pod := b.pod([]corev1.Container{proxy}, []corev1.Container{b.container("app", "app", "-serve", guardedAppAddr)})
+		if err := s.service(ctx, ns, b.name, pod.Labels); err != nil {
+			return nil, err
+		}
+		if _, err := s.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			return nil, err
+		}
+		p, err := s.waitPod(ctx, "certify/sidecar-pod", ns, b.name, "Ready", podReady)
+		if err != nil {
+			return nil, err
+		}
+		svc, err := s.cs.CoreV1().Services(ns).Get(ctx, b.name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		urls := ClosedURLs{Service: "http://" + svc.Spec.ClusterIP + ":8080/", Proxy: "http://" + p.Status.PodIP + ":8080/",
+			App: "http://" + p.Status.PodIP + ":" + guardedAppPort + "/"}
+		if err := s.runClient(ctx, ns, k.Name, urls.Service, urls.Proxy, urls.App); err != nil {
+			return nil, err
+		}
+		ev, err := events(ctx, k.Node, ns, b.name)
+		if err != nil {
+			return nil, err
+		}
+		cev, err := events(ctx, k.Node, ns, "client")
+		if err != nil {
+			return nil, err
+		}
+		return judgeFailClosed(urls, append(ev, cev...))
+	})
+}
+
+// runClient runs the client fixture in a Pod of its own on node, asking
+// urls, and waits for it to end.
+func (s *Sidecars) runClient(ctx context.Context, ns, node string, urls ...string) error {
+	b := podBuilder{image: s.image, ns: ns, name: "client", node: node}
+	args := []string{"-every", clientEvery.String(), "-for", clientFor.String()}
+	for _, u := range urls {
+		args = append(args, "-url", u)
+	}
+	pod := b.pod(nil, []corev1.Container{b.container("client", "client", args...)})
+	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+	if _, err := s.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	p, err := s.waitPod(ctx, "certify/sidecar-pod", ns, b.name, "ended", func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	})
+	if err == nil && p.Status.Phase != corev1.PodSucceeded {
+		err = fmt.Errorf("the client Pod ended %s: %s", p.Status.Phase, containerStates(p))
+	}
+	return err
+}
+
+// ClosedURLs are the addresses the client Pod asks: the Service, the
+// guarded Pod's proxy port, and its app's own port.
+type ClosedURLs struct{ Service, Proxy, App string }
+
+// attempt is one request the client recorded.
+type attempt struct {
+	url   string
+	ok    bool
+	began time.Time
+}
+
+// attempts are the client's records among ev.
+func attempts(ev []fixtures.Event) []attempt {
+	var out []attempt
+	for _, e := range ev {
+		f := strings.Fields(e.What)
+		if e.Who != "client" || len(f) < 3 || (f[0] != "ok" && f[0] != "fail") || !strings.HasPrefix(f[2], "began=") {
+			continue
+		}
+		ns, err := strconv.ParseInt(strings.TrimPrefix(f[2], "began="), 10, 64)
+		if err != nil {
+			continue
+		}
+		out = append(out, attempt{url: f[1], ok: f[0] == "ok", began: time.Unix(0, ns)})
+	}
+	return out
+}
+
+// proxyOutage is when the guarded Pod's proxy crashed and when it was
+// ready again.
+func proxyOutage(ev []fixtures.Event) (crash, back time.Time, err error) {
+	crash, ok := fixtures.First(ev, CrashingSidecar, "crash")
+	if !ok {
+		return crash, back, unjudged("the proxy never crashed (it was to after %d forwarded requests): the outage was not seen: %s", forwardedBeforeCrash, eventLines(ev))
+	}
+	for _, e := range ev {
+		if e.Who == CrashingSidecar && e.What == "ready" && e.At.After(crash) {
+			return crash, e.At, nil
+		}
+	}
+	return crash, back, fmt.Errorf("the proxy crashed at %s and was never ready again", crash.UTC().Format("15:04:05.000"))
+}
+
+// judgeFailClosed judges sidecar.failure.closed on one kubelet's events:
+// the proxy crashed and was ready again; every request the app served
+// came through the proxy, none while it was down (from the crash until
+// ready again); every attempt the client began while the proxy was down
+// failed, through the Service and at the
+// Pod's proxy port; no attempt at the app's own port was ever served.
+// Floors: the client was served through the Service and the proxy port
+// before the crash, and began an attempt on each address in the outage -
+// without them nothing shows the path closed rather than never open.
+func judgeFailClosed(urls ClosedURLs, ev []fixtures.Event) ([]string, error) {
+	crash, back, err := proxyOutage(ev)
+	if err != nil {
+		return nil, err
+	}
+	down := func(t time.Time) bool { return !t.Before(crash) && t.Before(back) }
+	served := 0
+	for _, e := range ev {
+		if e.Who != "app" || !strings.HasPrefix(e.What, "request ") {
+			continue
+		}
+		served++
+		switch {
+		case !strings.HasPrefix(e.What, "request via=proxy "):
+			return nil, fmt.Errorf("the app served a request that did not come through its proxy: %s", e)
+		case down(e.At):
+			return nil, fmt.Errorf("the app served a request while its proxy was down (%s to %s): %s", crash.UTC().Format("15:04:05.000"), back.UTC().Format("15:04:05.000"), e)
+		}
+	}
+	type tally struct{ before, inOutage, servedAfter int }
+	seen := map[string]*tally{urls.Service: {}, urls.Proxy: {}, urls.App: {}}
+	for _, a := range attempts(ev) {
+		t := seen[a.url]
+		switch {
+		case t == nil:
+			continue
+		case a.ok && a.url == urls.App:
+			return nil, fmt.Errorf("a client Pod reached the app at its own port %s, around its proxy (attempt begun %s)", a.url, a.began.UTC().Format("15:04:05.000"))
+		case a.ok && down(a.began):
+			return nil, fmt.Errorf("%s served an attempt begun %s, while the proxy was down (%s to %s)", a.url, a.began.UTC().Format("15:04:05.000"), crash.UTC().Format("15:04:05.000"), back.UTC().Format("15:04:05.000"))
+		case down(a.began):
+			t.inOutage++
+		case a.ok && a.began.Before(crash):
+			t.before++
+		case a.ok:
+			t.servedAfter++
+		}
+	}
+	named := []struct{ name, url string }{{"the Service", urls.Service}, {"the Pod's proxy port", urls.Proxy}, {"the app's port", urls.App}}
+	for _, n := range named[:2] {
+		if seen[n.url].before == 0 {
+			return nil, unjudged("the client was never served through %s (%s) before the crash: a closed path cannot be told from one never open", n.name, n.url)
+		}
+	}
+	for _, n := range named {
+		if seen[n.url].inOutage == 0 {
+			return nil, unjudged("the client began no attempt at %s (%s) in the proxy's %s outage: it cannot be judged", n.name, n.url, back.Sub(crash).Round(time.Millisecond))
+		}
+	}
+	return []string{fmt.Sprintf("the proxy crashed after %d forwarded requests and was down %s until ready again; in that outage %d attempts through the Service, %d at the Pod's proxy port and %d at the app's own port all failed, and the app's port refused the client throughout; the app served %d requests, every one through its proxy; served through the Service %d times after the restart",
+		forwardedBeforeCrash, back.Sub(crash).Round(time.Millisecond), seen[urls.Service].inOutage, seen[urls.Proxy].inOutage, seen[urls.App].inOutage, served, seen[urls.Service].servedAfter)}, nil
+}
