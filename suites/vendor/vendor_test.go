@@ -2,10 +2,12 @@
 // test makes a vendor's release itself, with no network but the Go module
 // proxy (Kubernetes v1.36.3 built to report v1.36.3-acme.1, packed in the
 // layout of kubernetes-server-linux-amd64.tar.gz), then runs `skewer
-// certify --from v1.35.4 --kubernetes to=TARBALL` as a user would, and
-// reads in results.json, summary.md and report.html that the build was
-// certified for what it is: its suffix, its tarball's and binaries'
-// sha256, and the version its apiservers answered with.
+// certify --from v1.35.4 --kubernetes to=TARBALL --strategy surge` as a
+// user would, and reads in results.json, summary.md and report.html that
+// the build was certified for what it is - its suffix, its tarball's and
+// binaries' sha256, the version its apiservers answered with - and on the
+// whole catalogue: every promise judged, the proxy's among them. It is
+// make e2e's certification (SKEWER_CERTIFY_OUT says where its report goes).
 package vendor
 
 import (
@@ -20,6 +22,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -34,9 +37,10 @@ import (
 )
 
 var (
-	from   = version.MustParse("v1.35.4")
-	module = version.MustParse("v1.36.3")
-	vendor = version.MustParse("v1.36.3-acme.1")
+	// The pair: make e2e's FROM and TO when it gives them.
+	from   = version.MustParse(envOr("SKEWER_FROM", "v1.35.4"))
+	module = version.MustParse(envOr("SKEWER_TO", "v1.36.3"))
+	vendor = version.MustParse(module.String() + "-acme.1")
 	// binaries are the server release's, as kubernetes/server/bin holds them.
 	binaries = []string{"kubeadm", "kubelet", "kubectl", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"}
 )
@@ -57,7 +61,7 @@ func TestCertifyAVendorsRelease(t *testing.T) {
 	// The build (~600 MB) is not evidence: only the report and what it
 	// rests on stay in the artifacts.
 	work := t.TempDir()
-	out := filepath.Join(artifacts, "certify-vendor")
+	out := envOr("SKEWER_CERTIFY_OUT", filepath.Join(artifacts, "certify-vendor"))
 	g.Expect(os.RemoveAll(out)).To(Succeed())
 
 	// The vendor's build: its binaries report the suffix.
@@ -74,8 +78,9 @@ func TestCertifyAVendorsRelease(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred(), "go build: %s", built)
 
 	// As a user would: one command, the release given for the newer side.
+	// By surge: the mixed window, where every proxy promise is judged.
 	certify := exec.CommandContext(ctx, skewer, "certify", "--from", from.String(), "--kubernetes", "to="+tarball,
-		"--strategy", "in-place", "--name", "skewer-vendor", "--out", out)
+		"--strategy", "surge", "--strict="+strconv.FormatBool(os.Getenv("SKEWER_STRICT") == "true"), "--name", "skewer-vendor", "--out", out)
 	certify.Stdout, certify.Stderr = os.Stdout, os.Stderr
 	// Ctrl-C reaches skewer as an interrupt, so it deletes its cluster.
 	certify.Cancel = func() error { return certify.Process.Signal(os.Interrupt) }
@@ -110,6 +115,9 @@ func TestCertifyAVendorsRelease(t *testing.T) {
 	}
 	g.Expect(apiservers).To(HaveLen(3))
 	g.Expect(apiservers).To(HaveEach(vendor.String()), "every apiserver answers /version with the vendor's version at the end")
+	// Judged on the whole catalogue: a build whose mixed window hid the
+	// proxy's promises (not applicable) would pass on less than upstream.
+	g.Expect(res.Coverage.Judged).To(Equal(res.Coverage.Promises), "every promise judged on the vendor's build: %+v", res.Coverage)
 
 	summary, err := os.ReadFile(filepath.Join(out, report.SummaryFile))
 	g.Expect(err).NotTo(HaveOccurred())
@@ -158,6 +166,14 @@ func packRelease(t *testing.T, dir, tarball string) map[string]string {
 	g.Expect(err).NotTo(HaveOccurred())
 	sums["(tarball)"] = hex.EncodeToString(h.Sum(nil))
 	return sums
+}
+
+// envOr is the environment's value of name, or def where it is unset.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
 
 // testWriter sends the builder's progress lines to the test's log.
