@@ -79,14 +79,15 @@ images: deps docker build
 # strategy is certified by `make certify` and the Actions matrix, not here
 # (docs/decisions.md). Everything runs even when
 # something failed before it (Ctrl-C stops it); the exit status says
-# whether any did.
+# whether any did. The certification's progress is printed as it comes
+# (gotestsum's standard-verbose), so a log cut short shows where it was.
 # Each suite's verdicts and figures end up in $(ARTIFACTS)/clusters/<cluster>/
 # (report.md, printed last, and records.json); certify's verdict, failures
 # and waivers are printed after them, so a log's tail says what failed.
 e2e: images
 	@mkdir -p $(ARTIFACTS); c=0; v=0; k=0; m=0; \
 	ARTIFACTS=$(ARTIFACTS) SKEWER_CERTIFY_OUT=$(OUT) SKEWER_FROM=$(FROM) SKEWER_TO=$(TO) SKEWER_STRICT=$(STRICT) \
-	  $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit-certify.xml --format testname -- \
+	  $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit-certify.xml --format standard-verbose -- \
 	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/vendor -run 'TestCertifyAVendorsRelease' || c=$$?; \
 	[ $$c -lt 128 ] || exit $$c; \
 	ARTIFACTS=$(ARTIFACTS) SKEWER_FROM=$(FROM) SKEWER_TO=$(TO) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit-vendor.xml --format testname -- \

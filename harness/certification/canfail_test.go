@@ -286,6 +286,14 @@ var canFail = []struct {
 		ev = append(ev, fixtures.Event{At: sidecarT0.Add(time.Second), Who: "client", What: fmt.Sprintf("ok %s began=%d", urls.App, sidecarT0.Add(900*time.Millisecond).UnixNano())})
 		return sidecarchecks.JudgeFailClosed(kubelets, urls, map[string][]fixtures.Event{"w1": ev, "cp1": ev})
 	}},
+	{"sidecar.failure.open", "the restarted log agent started from the top: lines shipped twice", func(t *testing.T) promise.Verdict {
+		urls := sidecarchecks.OpenURLs{Service: "http://10.96.0.8:8080/", App: "http://10.244.1.9:8080/"}
+		ev := recorded("optional-agent start", "app start", "optional-agent crash buffered=2 shipped=2", "optional-agent start")
+		ev = append(ev, fixtures.Event{At: sidecarT0.Add(300 * time.Millisecond), Who: "client", What: fmt.Sprintf("ok %s began=%d", urls.App, sidecarT0.Add(250*time.Millisecond).UnixNano())})
+		seen := sidecarchecks.OpenSeen{Events: ev, Log: "line 1\nline 2\nline 3\n", Shipped: "line 1\nline 2\nline 1\nline 2\nline 3\n",
+			Pod: &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "app", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}}}
+		return sidecarchecks.JudgeFailOpen(kubelets, urls, map[string]sidecarchecks.OpenSeen{"w1": seen, "cp1": seen})
+	}},
 	{"sidecar.readiness.gates", "the new Pod, its sidecar never ready, a ready endpoint of the Service", func(t *testing.T) promise.Verdict {
 		ready := func(name, ip string, ok bool) corev1.Pod {
 			st := corev1.ConditionFalse

@@ -116,7 +116,9 @@ func sidecarChecks() []Check {
 			Judge: func(ctx context.Context, e *Env) []promise.Verdict { return sc.Run(e.Sidecars, ctx) }}
 		if sc.Crashes {
 			// Crashed on purpose: a sidecar restarted alone, a migration's breach.
-			c.Restarts = func(*Env) Meaning { return Meaning{Words: []string{sidecarchecks.CrashingSidecar}} }
+			c.Restarts = func(*Env) Meaning {
+				return Meaning{Words: []string{sidecarchecks.CrashingSidecar, sidecarchecks.CrashingAgent}}
+			}
 		}
 		return c
 	}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/skewer-k8s/skewer/fixtures"
+	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
@@ -48,35 +49,52 @@ func (s *Sidecars) CheckFailClosed(ctx context.Context) promise.Verdict {
 			"-crash-after-requests", strconv.Itoa(forwardedBeforeCrash), "-crash-marker", "/shared/crashed"))
 		proxy.ReadinessProbe = readyProbe()
 		pod := b.pod([]corev1.Container{proxy}, []corev1.Container{b.container("app", "app", "-serve", guardedAppAddr)})
-		if err := s.service(ctx, ns, b.name, pod.Labels); err != nil {
-			return nil, err
-		}
-		if _, err := s.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			return nil, err
-		}
-		p, err := s.waitPod(ctx, "certify/sidecar-pod", ns, b.name, "Ready", podReady)
+		p, clusterIP, err := s.servedPod(ctx, pod)
 		if err != nil {
 			return nil, err
 		}
-		svc, err := s.cs.CoreV1().Services(ns).Get(ctx, b.name, metav1.GetOptions{})
-		if err != nil {
-			return nil, err
-		}
-		urls := ClosedURLs{Service: "http://" + svc.Spec.ClusterIP + ":8080/", Proxy: "http://" + p.Status.PodIP + ":8080/",
+		urls := ClosedURLs{Service: "http://" + clusterIP + ":8080/", Proxy: "http://" + p.Status.PodIP + ":8080/",
 			App: "http://" + p.Status.PodIP + ":" + guardedAppPort + "/"}
 		if err := s.runClient(ctx, ns, k.Name, urls.Service, urls.Proxy, urls.App); err != nil {
 			return nil, err
 		}
-		ev, err := events(ctx, k.Node, ns, b.name)
+		ev, err := withClient(ctx, k.Node, ns, b.name)
 		if err != nil {
 			return nil, err
 		}
-		cev, err := events(ctx, k.Node, ns, "client")
-		if err != nil {
-			return nil, err
-		}
-		return judgeFailClosed(urls, append(ev, cev...))
+		return judgeFailClosed(urls, ev)
 	})
+}
+
+// servedPod makes pod and a Service in front of it, waits for the Pod
+// Ready, and returns it and the Service's cluster IP.
+func (s *Sidecars) servedPod(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, string, error) {
+	if err := s.service(ctx, pod.Namespace, pod.Name, pod.Labels); err != nil {
+		return nil, "", err
+	}
+	if _, err := s.cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return nil, "", err
+	}
+	p, err := s.waitPod(ctx, "certify/sidecar-pod", pod.Namespace, pod.Name, "Ready", podReady)
+	if err != nil {
+		return nil, "", err
+	}
+	svc, err := s.cs.CoreV1().Services(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, "", err
+	}
+	return p, svc.Spec.ClusterIP, nil
+}
+
+// withClient is what Pod ns/pod's fixtures and the client Pod beside it
+// recorded on node.
+func withClient(ctx context.Context, node cluster.Node, ns, pod string) ([]fixtures.Event, error) {
+	ev, err := events(ctx, node, ns, pod)
+	if err != nil {
+		return nil, err
+	}
+	cev, err := events(ctx, node, ns, "client")
+	return append(ev, cev...), err
 }
 
 // runClient runs the client fixture in a Pod of its own on node, asking

@@ -61,6 +61,14 @@ func JudgeFailClosed(kubelets []Kubelet, urls ClosedURLs, events map[string][]fi
 	})
 }
 
+// JudgeFailOpen is sidecar.failure.open on what each kubelet's logged
+// Pod showed, asked at urls.
+func JudgeFailOpen(kubelets []Kubelet, urls OpenURLs, seen map[string]OpenSeen) promise.Verdict {
+	return perKubelet(kubelets, "sidecar.failure.open", func(k Kubelet) ([]string, error) {
+		return judgeFailOpen(urls, seen[k.Name])
+	})
+}
+
 // JudgeReadinessGates is sidecar.readiness.gates on the Deployment whose
 // rollout halted, its Pods and its Service's EndpointSlices.
 func JudgeReadinessGates(halted *appsv1.Deployment, pods []corev1.Pod, slices []discoveryv1.EndpointSlice) promise.Verdict {

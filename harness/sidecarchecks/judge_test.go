@@ -322,3 +322,64 @@ func TestFailClosed(t *testing.T) {
 		}
 	}
 }
+
+// openSeen is a logged Pod's run as CheckFailOpen sees it: the agent down
+// from 2 s to 2.8 s, the app answering at its address throughout, lines
+// 1-40 written and each shipped once.
+var openURLs = OpenURLs{Service: "http://10.96.0.8:8080/", App: "http://10.244.1.9:8080/"}
+
+func openSeen() OpenSeen {
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	ev := []fixtures.Event{{At: at(0), Who: CrashingAgent, What: "start"}, {At: at(10), Who: "app", What: "start proxy-ready=unknown"},
+		{At: at(2000), Who: CrashingAgent, What: "crash buffered=3 shipped=20"}, {At: at(2800), Who: CrashingAgent, What: "start"}}
+	var log strings.Builder
+	for ms := 1000; ms < 5000; ms += 100 {
+		ev = append(ev, fixtures.Event{At: at(ms + 5), Who: "client", What: fmt.Sprintf("ok %s began=%d", openURLs.App, at(ms).UnixNano())},
+			fixtures.Event{At: at(ms + 5), Who: "client", What: fmt.Sprintf("ok %s began=%d", openURLs.Service, at(ms).UnixNano())})
+		fmt.Fprintf(&log, "line %d\n", (ms-1000)/100+1)
+	}
+	pod := &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{running("app", t0, 0)}}}
+	return OpenSeen{Events: ev, Pod: pod, Log: log.String(), Shipped: log.String()}
+}
+
+// sidecar.failure.open: passes on the app serving through its helper's
+// outage with every line shipped once; fails on a direct attempt refused,
+// the app restarted, a line lost or shipped twice; an error where no
+// outage was seen.
+func TestFailOpen(t *testing.T) {
+	judge := func(s OpenSeen) promise.Verdict { return JudgeFailOpen(testKubelets, openURLs, onBoth(s)) }
+	if v := judge(openSeen()); v.Outcome != promise.Pass {
+		t.Fatalf("fails open: %s %s", v.Outcome, v.Reason)
+	} else {
+		t.Log(v.Evidence[0])
+	}
+	// Out of the Service a moment: measured, not judged.
+	dropped := openSeen()
+	dropped.Events = append(dropped.Events, fixtures.Event{At: t0.Add(3100 * time.Millisecond), Who: "client",
+		What: fmt.Sprintf("fail %s began=%d connection refused", openURLs.Service, t0.Add(3000*time.Millisecond).UnixNano())})
+	if v := judge(dropped); v.Outcome != promise.Pass || !strings.Contains(v.Evidence[0], "1 attempt(s) from the crash on failed, the last begun 1s after it") {
+		t.Errorf("a Service attempt refused after the crash: %s %q %v", v.Outcome, v.Reason, v.Evidence)
+	}
+	refused, restarted, lost, twice, noCrash := openSeen(), openSeen(), openSeen(), openSeen(), openSeen()
+	refused.Events = append(refused.Events, fixtures.Event{At: t0.Add(2300 * time.Millisecond), Who: "client",
+		What: fmt.Sprintf("fail %s began=%d connection refused", openURLs.App, t0.Add(2200*time.Millisecond).UnixNano())})
+	restarted.Pod = &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{running("app", t0.Add(2*time.Second), 1)}}}
+	lost.Shipped = strings.Replace(lost.Shipped, "line 21\n", "", 1)
+	twice.Shipped += "line 21\n"
+	noCrash.Events = slices.DeleteFunc(noCrash.Events, func(e fixtures.Event) bool { return strings.HasPrefix(e.What, "crash") })
+	for name, c := range map[string]struct {
+		seen OpenSeen
+		want promise.Outcome
+		says string
+	}{
+		"the app refused at its address": {refused, promise.Fail, "did not answer the client at its own address"},
+		"the app restarted":              {restarted, promise.Fail, "did not run on"},
+		"a line lost":                    {lost, promise.Fail, "1 were never shipped"},
+		"a line shipped twice":           {twice, promise.Fail, "1 shipped twice"},
+		"the agent never crashed":        {noCrash, promise.Error, "never crashed"},
+	} {
+		if v := judge(c.seen); v.Outcome != c.want || !strings.Contains(v.Reason, c.says) {
+			t.Errorf("%s: %s %q, want %s saying %q", name, v.Outcome, v.Reason, c.want, c.says)
+		}
+	}
+}

@@ -346,6 +346,7 @@ var Checks = []Check{
 	{ids("sidecar.resources.formula", "sidecar.resources.quota-admission"), false, (*Sidecars).CheckResources},
 	{ids("sidecar.hung.out-of-service"), true, one((*Sidecars).CheckHungHelper)},
 	{ids("sidecar.failure.closed"), true, one((*Sidecars).CheckFailClosed)},
+	{ids("sidecar.failure.open"), true, one((*Sidecars).CheckFailOpen)},
 	{ids("sidecar.start.order"), false, one((*Sidecars).CheckStartOrder)},
 	{ids("sidecar.crash.restarts-alone"), false, one((*Sidecars).CheckCrashAlone)},
 	{ids("sidecar.resources.limits-qos"), false, one((*Sidecars).CheckLimits)},

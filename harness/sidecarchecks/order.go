@@ -103,6 +103,10 @@ func judgeStartOrder(ev []fixtures.Event, pod *corev1.Pod, probe bool) (string, 
 // on purpose: a run that judges restarts is told it is meant.
 const CrashingSidecar = "proxy"
 
+// CrashingAgent is the optional log agent the fail-open check crashes on
+// purpose, meant as CrashingSidecar is.
+const CrashingAgent = "optional-agent"
+
 // CheckCrashAlone judges sidecar.crash.restarts-alone on every kubelet: a
 // sidecar that exits with an error once is restarted, and nothing else.
 func (s *Sidecars) CheckCrashAlone(ctx context.Context) promise.Verdict {
