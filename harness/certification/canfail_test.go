@@ -324,6 +324,11 @@ var canFail = []struct {
 	{"sidecar.resources.quota-admission", "a quota below the native formula admitted the native Pod", func(t *testing.T) promise.Verdict {
 		return sidecarchecks.JudgeQuotaAdmission(nil)
 	}},
+	{"sidecar.resources.scheduling", "the native Pod bound to a node without the slots its formula asks for", func(t *testing.T) promise.Verdict {
+		overCommitted := &corev1.Pod{Spec: corev1.PodSpec{NodeName: "w1"}, Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}}}
+		bound := &corev1.Pod{Spec: corev1.PodSpec{NodeName: "w1"}}
+		return sidecarchecks.JudgeScheduling(kubelets, map[string]*corev1.Pod{"w1": overCommitted, "cp1": overCommitted}, map[string]*corev1.Pod{"w1": bound, "cp1": bound})
+	}},
 	{"sidecar.resources.limits-qos", "a Pod whose limits equal its requests classed Burstable", func(t *testing.T) promise.Verdict {
 		return sidecarchecks.JudgeLimits(kubelets, true, map[string]*corev1.Pod{"w1": {Status: corev1.PodStatus{QOSClass: corev1.PodQOSBurstable}}}, nil)
 	}},

@@ -84,6 +84,7 @@ var catalogue = []Promise{
 	{"sidecar.resources.formula", "effective Pod requests and ResourceQuota accounting follow the sidecar formula"},
 	{"sidecar.resources.quota-admission", "a quota between the two formulas admits the legacy Pod and rejects the native one, with the quota's reason"},
 	{"sidecar.resources.limits-qos", "the Pod's QoS class and the kubelet's Pod cgroup limits follow the sidecar formula for limits"},
+	{"sidecar.resources.scheduling", "a node whose free capacity fits the legacy Pod's requests but not the native one's, by the sidecar formula, leaves the native Pod Pending with the scheduler's reason, never bound to it, and takes the legacy Pod"},
 	{"sidecar.stripped.preflight", "a webhook that strips restartPolicy is detected before rollout by a server-side dry run"},
 	{"sidecar.stripped.shapes", "both failure shapes of a stripped restartPolicy are reported: rejection with probes, stuck in Init without"},
 	{"sidecar.stripped.old-client", "an old client's read-modify-write that drops restartPolicy is caught by the migration's checks"},

@@ -8,10 +8,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/skewer-k8s/skewer/fixtures"
-	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
@@ -21,16 +19,13 @@ import (
 // through it, however late that Pod started - and the kubelet starts it
 // again; started, it loads its configuration for guardedLoad and refuses
 // to forward until then. Its outage, from the crash to ready again, is
-// the kubelet's restart (0.4-1.4 s here, session 36) and guardedLoad; the
-// client asks every clientEvery for clientFor, so the outage holds some
-// 30 attempts on each address.
+// the kubelet's restart (0.4-1.4 s here, session 36) and guardedLoad: at
+// clientEvery it holds some 30 attempts on each address.
 const (
 	guardedAppAddr       = "127.0.0.1:8081"
 	guardedAppPort       = "8081"
 	guardedLoad          = time.Second
 	forwardedBeforeCrash = 20
-	clientEvery          = 50 * time.Millisecond
-	clientFor            = 12 * time.Second
 )
 
 // CheckFailClosed judges sidecar.failure.closed on every kubelet at once:
@@ -66,86 +61,9 @@ func (s *Sidecars) CheckFailClosed(ctx context.Context) promise.Verdict {
 	})
 }
 
-// servedPod makes pod and a Service in front of it, waits for the Pod
-// Ready, and returns it and the Service's cluster IP.
-func (s *Sidecars) servedPod(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, string, error) {
-	if err := s.service(ctx, pod.Namespace, pod.Name, pod.Labels); err != nil {
-		return nil, "", err
-	}
-	if _, err := s.cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		return nil, "", err
-	}
-	p, err := s.waitPod(ctx, "certify/sidecar-pod", pod.Namespace, pod.Name, "Ready", podReady)
-	if err != nil {
-		return nil, "", err
-	}
-	svc, err := s.cs.CoreV1().Services(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-	if err != nil {
-		return nil, "", err
-	}
-	return p, svc.Spec.ClusterIP, nil
-}
-
-// withClient is what Pod ns/pod's fixtures and the client Pod beside it
-// recorded on node.
-func withClient(ctx context.Context, node cluster.Node, ns, pod string) ([]fixtures.Event, error) {
-	ev, err := events(ctx, node, ns, pod)
-	if err != nil {
-		return nil, err
-	}
-	cev, err := events(ctx, node, ns, "client")
-	return append(ev, cev...), err
-}
-
-// runClient runs the client fixture in a Pod of its own on node, asking
-// urls, and waits for it to end.
-func (s *Sidecars) runClient(ctx context.Context, ns, node string, urls ...string) error {
-	b := podBuilder{image: s.image, ns: ns, name: "client", node: node}
-	args := []string{"-every", clientEvery.String(), "-for", clientFor.String()}
-	for _, u := range urls {
-		args = append(args, "-url", u)
-	}
-	pod := b.pod(nil, []corev1.Container{b.container("client", "client", args...)})
-	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
-	if _, err := s.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	p, err := s.waitPod(ctx, "certify/sidecar-pod", ns, b.name, "ended", func(p *corev1.Pod) bool {
-		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
-	})
-	if err == nil && p.Status.Phase != corev1.PodSucceeded {
-		err = fmt.Errorf("the client Pod ended %s: %s", p.Status.Phase, containerStates(p))
-	}
-	return err
-}
-
 // ClosedURLs are the addresses the client Pod asks: the Service, the
 // guarded Pod's proxy port, and its app's own port.
 type ClosedURLs struct{ Service, Proxy, App string }
-
-// attempt is one request the client recorded.
-type attempt struct {
-	url   string
-	ok    bool
-	began time.Time
-}
-
-// attempts are the client's records among ev.
-func attempts(ev []fixtures.Event) []attempt {
-	var out []attempt
-	for _, e := range ev {
-		f := strings.Fields(e.What)
-		if e.Who != "client" || len(f) < 3 || (f[0] != "ok" && f[0] != "fail") || !strings.HasPrefix(f[2], "began=") {
-			continue
-		}
-		ns, err := strconv.ParseInt(strings.TrimPrefix(f[2], "began="), 10, 64)
-		if err != nil {
-			continue
-		}
-		out = append(out, attempt{url: f[1], ok: f[0] == "ok", began: time.Unix(0, ns)})
-	}
-	return out
-}
 
 // proxyOutage is when the guarded Pod's proxy crashed and when it was
 // ready again.

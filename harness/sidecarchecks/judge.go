@@ -69,6 +69,14 @@ func JudgeFailOpen(kubelets []Kubelet, urls OpenURLs, seen map[string]OpenSeen) 
 	})
 }
 
+// JudgeScheduling is sidecar.resources.scheduling on each kubelet's node:
+// the native Pod as last seen Pending and the legacy Pod as bound.
+func JudgeScheduling(kubelets []Kubelet, pending, bound map[string]*corev1.Pod) promise.Verdict {
+	return perKubelet(kubelets, "sidecar.resources.scheduling", func(k Kubelet) ([]string, error) {
+		return judgeScheduling(k.Name, pending[k.Name], bound[k.Name])
+	})
+}
+
 // JudgeReadinessGates is sidecar.readiness.gates on the Deployment whose
 // rollout halted, its Pods and its Service's EndpointSlices.
 func JudgeReadinessGates(halted *appsv1.Deployment, pods []corev1.Pod, slices []discoveryv1.EndpointSlice) promise.Verdict {

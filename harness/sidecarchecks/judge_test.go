@@ -383,3 +383,36 @@ func TestFailOpen(t *testing.T) {
 		}
 	}
 }
+
+// sidecar.resources.scheduling: passes on the native Pod Pending for
+// want of slots and the legacy one bound; fails on the native Pod bound,
+// Pending for another reason, or the legacy Pod elsewhere.
+func TestScheduling(t *testing.T) {
+	pending := func(msg string) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+			Reason: corev1.PodReasonUnschedulable, Message: msg}}}}
+	}
+	wanting := pending("0/5 nodes are available: 1 Insufficient skewer.io/slot, 4 node(s) didn't match Pod's node affinity/selector.")
+	bound := func(node string) map[string]*corev1.Pod {
+		return map[string]*corev1.Pod{"w1": {Spec: corev1.PodSpec{NodeName: node}}, "cp1": {Spec: corev1.PodSpec{NodeName: "cp1"}}}
+	}
+	if v := JudgeScheduling(testKubelets, onBoth(wanting), bound("w1")); v.Outcome != promise.Pass {
+		t.Fatalf("Pending for want of slots, legacy bound: %s %s", v.Outcome, v.Reason)
+	} else if !unschedulable(wanting) || scheduledPod(wanting) {
+		t.Errorf("the conditions read wrong: unschedulable %v, scheduled %v", unschedulable(wanting), scheduledPod(wanting))
+	}
+	overCommitted := &corev1.Pod{Spec: corev1.PodSpec{NodeName: "w1"}}
+	for name, c := range map[string]struct {
+		pending *corev1.Pod
+		bound   map[string]*corev1.Pod
+		says    string
+	}{
+		"native bound":           {overCommitted, bound("w1"), "over-committed"},
+		"pending for a taint":    {pending("0/5 nodes are available: 1 node(s) had untolerated taint"), bound("w1"), "not for want of skewer.io/slot"},
+		"legacy bound elsewhere": {wanting, bound("w2"), "not to w1"},
+	} {
+		if v := JudgeScheduling(testKubelets, onBoth(c.pending), c.bound); v.Outcome != promise.Fail || !strings.Contains(v.Reason, c.says) {
+			t.Errorf("%s: %s %q, want fail saying %q", name, v.Outcome, v.Reason, c.says)
+		}
+	}
+}

@@ -334,7 +334,8 @@ func ids(ids ...promise.ID) []promise.ID { return ids }
 // Checks are the checks that may run together, ChecksAtOnce at a time,
 // the longest first. They share nothing but the cluster: each has its own
 // namespaces, the stripping webhook mutates only the namespace it is made
-// for, and none changes a node.
+// for, and none changes a node but by a resource no other check asks for
+// (the scheduling check's slots, taken away after it).
 var Checks = []Check{
 	{ids("sidecar.migration.batches", "sidecar.migration.rollback"), true, (*Sidecars).CheckMigration},
 	{ids("sidecar.migration.stop-conditions"), true, one((*Sidecars).CheckStopConditions)},
@@ -350,6 +351,7 @@ var Checks = []Check{
 	{ids("sidecar.start.order"), false, one((*Sidecars).CheckStartOrder)},
 	{ids("sidecar.crash.restarts-alone"), false, one((*Sidecars).CheckCrashAlone)},
 	{ids("sidecar.resources.limits-qos"), false, one((*Sidecars).CheckLimits)},
+	{ids("sidecar.resources.scheduling"), false, one((*Sidecars).CheckScheduling)},
 	{ids("sidecar.readiness.gates"), false, one((*Sidecars).CheckReadinessGates)},
 	{ids("sidecar.termination.sigterm-ignored"), false, one((*Sidecars).CheckSIGTERMIgnored)},
 }
