@@ -300,6 +300,12 @@ func TestFailClosed(t *testing.T) {
 	} else {
 		t.Log(v.Evidence[0])
 	}
+	// Begun the moment the proxy turned ready, answered by it: at the
+	// outage's edge, not judged (a certify run met it, session 36).
+	edge := fixtures.Event{At: t0.Add(3510 * time.Millisecond), Who: "client", What: fmt.Sprintf("ok %s began=%d", failClosedURLs.Service, t0.Add(3499500*time.Microsecond).UnixNano())}
+	if v := judge(failClosedEvents(edge)); v.Outcome != promise.Pass {
+		t.Errorf("an attempt at the outage's edge: %s %s", v.Outcome, v.Reason)
+	}
 	direct := fixtures.Event{At: t0.Add(4 * time.Second), Who: "client", What: fmt.Sprintf("ok %s began=%d", failClosedURLs.App, t0.Add(4*time.Second).UnixNano())}
 	around := fixtures.Event{At: t0.Add(4 * time.Second), Who: "app", What: "request via=none from=10.244.2.3:5000"}
 	inOutage := fixtures.Event{At: t0.Add(2500 * time.Millisecond), Who: "client", What: fmt.Sprintf("ok %s began=%d", failClosedURLs.Service, t0.Add(2400*time.Millisecond).UnixNano())}
