@@ -78,10 +78,8 @@ func proxyOutage(ev []fixtures.Event) (crash, back time.Time, err error) {
 	if !ok {
 		return crash, back, unjudged("the proxy never crashed (it was to after %d forwarded requests): the outage was not seen: %s", forwardedBeforeCrash, eventLines(ev))
 	}
-	for _, e := range ev {
-		if e.Who == CrashingSidecar && e.What == "ready" && e.At.After(crash) {
-			return crash, e.At, nil
-		}
+	if back, ok := firstAfter(ev, CrashingSidecar, "ready", crash); ok {
+		return crash, back, nil
 	}
 	return crash, back, fmt.Errorf("the proxy crashed at %s and was never ready again", crash.UTC().Format("15:04:05.000"))
 }

@@ -115,14 +115,8 @@ func judgeFailOpen(urls OpenURLs, seen OpenSeen) ([]string, error) {
 	if !ok {
 		return nil, unjudged("the log agent never crashed (it was to once it had shipped %d lines): the outage was not seen: %s", shippedBeforeCrash, eventLines(seen.Events))
 	}
-	var back time.Time
-	for _, e := range seen.Events {
-		if e.Who == CrashingAgent && e.What == "start" && e.At.After(crash) {
-			back = e.At
-			break
-		}
-	}
-	if back.IsZero() {
+	back, ok := firstAfter(seen.Events, CrashingAgent, "start", crash)
+	if !ok {
 		return nil, fmt.Errorf("the log agent crashed at %s and never started again", crash.UTC().Format("15:04:05.000"))
 	}
 	if err := appRanOn(seen); err != nil {

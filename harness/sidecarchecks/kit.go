@@ -316,6 +316,17 @@ func firstEvent(ev []fixtures.Event, who, what string) (time.Time, error) {
 	return t, nil
 }
 
+// firstAfter is the time of the first event of who that is what, after
+// t: a fixture's next start or readiness after its crash.
+func firstAfter(ev []fixtures.Event, who, what string, t time.Time) (time.Time, bool) {
+	for _, e := range ev {
+		if e.Who == who && e.What == what && e.At.After(t) {
+			return e.At, true
+		}
+	}
+	return time.Time{}, false
+}
+
 // A Check is one of the sidecar checks: the promises it judges, whether
 // it crashes CrashingSidecar on purpose, and how it runs.
 type Check struct {
