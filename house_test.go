@@ -28,7 +28,7 @@ var floors = [][]string{
 	{"harness/nodeimage", "harness/report", "harness/restarts"},
 	{"harness/cluster"},
 	{"harness/rollout", "harness/faults", "harness/traffic"},
-	{"harness/sidecarchecks"}, // replaces a worker under its Pods: rollout's
+	{"harness/sidecarchecks", "harness/guard"}, // sidecarchecks replaces a worker under its Pods, guard watches a rollout
 	{"harness/suite", "harness/certification"},
 	{"cmd/skewer", "suites/proxy", "suites/rollout", "suites/sidecar", "suites/smoke", "suites/vendor", "bench"},
 }

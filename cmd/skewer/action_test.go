@@ -189,7 +189,8 @@ func TestActionScriptPassesTheInputs(t *testing.T) {
 		"IN_FROM=v1.35.4", "IN_TO=v1.36.3", "IN_STRATEGY=surge", "IN_STRICT=true",
 		"IN_KUBERNETES=to=build/a b.tar.gz\n\nfrom=build/old",
 		"IN_APISERVER_FEATURE_GATES=to:UnknownVersionInteroperabilityProxy=false",
-		"IN_ONLY=proxy.route.verbs,rollout.membership", "IN_MAX_UNAVAILABLE=20s", "IN_OUT=results")
+		"IN_ONLY=proxy.route.verbs,rollout.membership", "IN_MAX_UNAVAILABLE=20s", "IN_OUT=results",
+		"IN_GUARD=minSample=20\nconfidence=0.999")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("the step's script: %v", err)
@@ -209,8 +210,9 @@ func TestActionScriptPassesTheInputs(t *testing.T) {
 		"apiserver-feature-gates": "[to:UnknownVersionInteroperabilityProxy=false]",
 		"only":                    "[proxy.route.verbs,rollout.membership]",
 		"max-unavailable":         "20s", "out": "results",
+		"guard": "[minSample=20,confidence=0.999]",
 		// Not given: certify's own defaults.
-		"shard": "[]", "deadline": "0s", "waivers": "",
+		"shard": "[]", "deadline": "0s", "waivers": "", "guard-file": "",
 	} {
 		if got := f.Lookup(name).Value.String(); got != want {
 			t.Errorf("--%s is %q, want %q (argv %q)", name, got, want, args)

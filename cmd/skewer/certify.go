@@ -16,6 +16,7 @@ import (
 
 	"github.com/skewer-k8s/skewer/harness/certification"
 	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/guard"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/report"
@@ -26,7 +27,9 @@ import (
 
 type certifyFlags struct {
 	from, to, strategy, out, waivers, name, profile string
+	guardFile                                       string
 	only, skip, gates, shard, ignorePreflight       []string
+	guard                                           []string
 	images                                          givenFlags
 	maxFailed                                       float64
 	maxUnavailable, maxUnavailableReused, deadline  time.Duration
@@ -150,8 +153,28 @@ is 1 when any promise failed, and when the evidence could not be exported or the
 	fl.Float64Var(&f.maxFailed, "max-failed", 100*promise.DefaultBudget.MaxFailed, "rollout.disruption-budget: the percentage of requests through the load balancer that may fail (5xx, 403 or no response), on new and on reused connections")
 	fl.DurationVar(&f.maxUnavailable, "max-unavailable", promise.DefaultBudget.MaxUnavailable, "rollout.disruption-budget: the longest the load balancer may turn new connections away (0: measured, not bounded)")
 	fl.DurationVar(&f.maxUnavailableReused, "max-unavailable-reused", promise.DefaultBudget.MaxUnavailableReused, "the same for a kept-alive connection, which each rollout step moves off its backend before stopping it (0: measured, not bounded)")
+	fl.StringVar(&f.guardFile, "guard-file", "", "the rollout guard's thresholds from a YAML file (docs/guard-thresholds.yaml holds the defaults; a name it leaves out keeps its default)")
+	fl.StringArrayVar(&f.guard, "guard", nil, "NAME=VALUE - one rollout guard threshold, over --guard-file: "+strings.Join(guard.Names(), ", ")+" (docs/guard.md)")
 	f.images.add(fl, "from=, to= or ")
 	return cmd
+}
+
+// thresholds are the rollout guard's: the defaults, then --guard-file's,
+// then each --guard.
+func (f certifyFlags) thresholds() (*guard.Thresholds, error) {
+	th := guard.Default
+	var err error
+	if f.guardFile != "" {
+		if th, err = th.Load(f.guardFile); err != nil {
+			return nil, err
+		}
+	}
+	for _, set := range f.guard {
+		if th, err = th.Set(set); err != nil {
+			return nil, err
+		}
+	}
+	return &th, nil
 }
 
 // certifyInput checks every flag before anything is built or created.
@@ -246,10 +269,15 @@ func certifyInput(ctx context.Context, f certifyFlags, progress io.Writer) (cert
 	if err != nil {
 		return certification.Input{}, err
 	}
+	thresholds, err := f.thresholds()
+	if err != nil {
+		return certification.Input{}, err
+	}
 	in := certification.Input{
 		Pair: pair, Strategies: strategies, Only: canonical(f.only, progress, promise.Canonical), Skip: canonical(f.skip, progress, promise.Canonical), Shard: canonical(f.shard, progress, promise.CanonicalArea), Waivers: ws, Strict: f.strict,
 		Profile: spec, Name: f.name, Images: images,
 		Budget: promise.Budget{MaxFailed: f.maxFailed / 100, MaxUnavailable: f.maxUnavailable, MaxUnavailableReused: f.maxUnavailableReused},
+		Guard:  thresholds,
 		Retain: f.retain, Evidence: filepath.Join(f.out, evidenceDir), Out: progress, Verbosity: global.verbosity, Tool: toolInfo(),
 		FeatureGates: gates,
 		// Rewritten once the evidence is exported and the cluster gone.

@@ -258,6 +258,16 @@ var canFail = []struct {
 		}
 		return *v
 	}},
+	{"rollout.guard.halts", "the guard halted only after the rollout had drained an older control plane", func(t *testing.T) promise.Verdict {
+		h := halted()
+		h.Steps = append(h.Steps, rollout.Step{Name: "drain cp2", Node: "cp2"})
+		return JudgeHalts(h, nil)
+	}},
+	{"rollout.guard.quiet", "a healthy rollout halted by its guard", func(t *testing.T) promise.Verdict {
+		table := quietTable("every control plane to v1.36.3")
+		table.Halted, table.HaltedAfter = &report.GuardSignal{Signal: "5xx-share", Requests: 40, Value: "3/40 (7.5%)", Threshold: "<= 1%", Decision: report.GuardBreach}, "join"
+		return JudgeQuiet([]report.GuardedRollout{table})
+	}},
 	{"rollout.interrupted-recovers", "the rollback left a half-joined control plane's container behind", func(t *testing.T) promise.Verdict {
 		return recoveredVerdict(nil, "containers cp1,cp2,cp3\n", "containers cp1,cp2,cp3,cp4\n", time.Minute, nil)
 	}},

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/guard"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/report"
@@ -70,6 +71,8 @@ type Input struct {
 	// Budget bounds what a rollout may cost the traffic
 	// (rollout.disruption-budget).
 	Budget promise.Budget
+	// Guard are the rollout guard's thresholds (nil: guard.Default).
+	Guard *guard.Thresholds
 	// Checkpoint, when set, is given the results as they stand after each
 	// phase of a run (what is not judged yet an error that says so) and
 	// each time a run's verdicts are all in, before its evidence is
@@ -94,6 +97,11 @@ func (in Input) Validate() error {
 	}
 	for _, s := range in.Strategies {
 		if _, err := rollout.ParseStrategy(string(s)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if in.Guard != nil {
+		if err := in.Guard.Validate(); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -140,7 +140,7 @@ func TestNothingSelectedMakesNoCluster(t *testing.T) {
 	if c := res.Counts(); c[promise.NotSelected] != 2*len(promise.Catalogue()) {
 		t.Errorf("counts %v", c)
 	}
-	if res.Coverage.Judged != 0 || !strings.Contains(res.Headline(), "PASS, judged 0 of 64 promises; not judged: cluster 2 of 2, proxy 30 of 30") {
+	if res.Coverage.Judged != 0 || !strings.Contains(res.Headline(), "PASS, judged 0 of 66 promises; not judged: cluster 2 of 2, proxy 30 of 30") {
 		t.Errorf("coverage of a run that judged nothing: %s", res.Headline())
 	}
 	for _, p := range res.Runs[0].Promises {
@@ -285,7 +285,7 @@ func TestPromisesDoc(t *testing.T) {
 func TestSurgePlan(t *testing.T) {
 	in := input(t)
 	all := in.surgePlan()
-	if all != (surgePlan{true, true, true, true, true, true, true, true, true, true, true}) {
+	if all != (surgePlan{true, true, true, true, true, true, true, true, true, true, true, true}) {
 		t.Errorf("every promise selected: %+v", all)
 	}
 	for _, tc := range []struct {
@@ -302,6 +302,9 @@ func TestSurgePlan(t *testing.T) {
 		{[]promise.ID{"proxy.route.verbs", "rollout.versions"}, surgePlan{window: true, proxy: true, rollback: true, through: true}},
 		{[]promise.ID{"rollout.no-lost-writes"}, surgePlan{traffic: true, through: true}},
 		{[]promise.ID{"rollout.refuses-bad-input"}, surgePlan{refused: true}},
+		// The breach on purpose resumes the rollout from the window under
+		// the traffic its guard reads; the rollback ends it.
+		{[]promise.ID{"rollout.guard.halts"}, surgePlan{window: true, traffic: true, rollback: true, halts: true}},
 	} {
 		in.Only = tc.only
 		if got := in.surgePlan(); got != tc.want {
@@ -317,7 +320,7 @@ func TestSurgePlan(t *testing.T) {
 		want  surgePlan
 	}{
 		{[]string{"proxy"}, surgePlan{window: true, proxy: true, faults: true, variant: true, rollback: true, windowTwo: true}},
-		{[]string{"rollout"}, surgePlan{refused: true, interrupted: true, window: true, traffic: true, rollback: true, windowTwo: true, through: true}},
+		{[]string{"rollout"}, surgePlan{refused: true, interrupted: true, window: true, traffic: true, rollback: true, windowTwo: true, through: true, halts: true}},
 		{[]string{"sidecar"}, surgePlan{through: true, sidecars: true}},
 		{[]string{"proxy", "rollout", "sidecar"}, all},
 	} {

@@ -110,9 +110,13 @@ type Env struct {
 	WindowErr error
 	Stranded  *Stranded
 	Traffic   *traffic.Summary
-	Sidecars  *sidecarchecks.Sidecars
-	Monitor   *restarts.Monitor
-	Meant     func(restarts.Event) bool
+	// Guards are the signal tables of the rollouts made under the
+	// traffic so far; Halt the one with a breach made on purpose.
+	Guards   []report.GuardedRollout
+	Halt     *Halt
+	Sidecars *sidecarchecks.Sidecars
+	Monitor  *restarts.Monitor
+	Meant    func(restarts.Event) bool
 	// Measure records a measurement beside id's verdict.
 	Measure func(id promise.ID, format string, args ...any)
 }
@@ -335,5 +339,6 @@ func (r *run) cannot(why func(promise.ID) promise.Verdict, parts ...Part) {
 // env is what the run's checks are judged with, as it stands.
 func (r *run) env(before *corev1.ConfigMap) *Env {
 	return &Env{C: r.c, Pair: r.in.Pair, Images: r.in.Images, Budget: r.in.Budget, Strategy: r.strategy, Out: r.out,
-		Before: before, Window: r.window, WindowErr: r.windowErr, Stranded: r.stranded, Monitor: r.monitor, Measure: r.measure}
+		Before: before, Window: r.window, WindowErr: r.windowErr, Stranded: r.stranded, Monitor: r.monitor, Measure: r.measure,
+		Guards: r.tables(), Halt: r.halt}
 }

@@ -11,6 +11,9 @@ import (
 // With every promise selected, every phase runs.
 type surgePlan struct {
 	refused, interrupted, window, proxy, faults, variant, traffic, rollback, windowTwo, through, sidecars bool
+	// halts: a rollout resumed from the mixed window with a breach on
+	// purpose, under the traffic its guard reads, before the rollback.
+	halts bool
 }
 
 // wants says whether any promise of the groups is selected.
@@ -35,14 +38,17 @@ func (in Input) surgePlan() surgePlan {
 		variant:     needs(partVariant),
 		windowTwo:   needs(partWindowTwo) || needs(partTwoFaults),
 		sidecars:    in.sidecars(rollout.StrategySurge),
-		// The traffic runs when its verdicts are wanted, and then across
-		// every transition of a whole run's: a shard that judges it
-		// proves no less of it than the run in one piece.
-		traffic: needs(partTraffic),
+		halts:       in.wants([]promise.ID{"rollout.guard.halts"}),
 	}
-	p.through = needs(partThrough) || p.traffic || p.sidecars
+	// The traffic runs when its verdicts are wanted, and then across
+	// every transition of a whole run's: a shard that judges it proves
+	// no less of it than the run in one piece. The breach on purpose
+	// needs it too, for its guard to read, and nothing more.
+	judged := needs(partTraffic)
+	p.traffic = judged || p.halts
+	p.through = needs(partThrough) || judged || p.sidecars
 	p.window = needs(partWindow) || needs(partRollback) || p.proxy || p.faults || p.variant || p.windowTwo
-	p.windowTwo = p.windowTwo || (p.traffic && p.window)
+	p.windowTwo = p.windowTwo || (judged && p.window)
 	// Through starts from all-old: after the window, a rollback first.
 	p.rollback = needs(partRollback) || p.windowTwo || (p.window && p.through)
 	return p

@@ -85,6 +85,17 @@ var checks = append([]Check{
 			return CheckRollback(ctx, e.C, e.Pair.From, e.Before)
 		})},
 	{IDs: []promise.ID{allOld}, In: []Part{partRollback}, Judge: one(judgeAllOld)},
+	// The rollout with a breach on purpose runs in the rollback's phase,
+	// before the rollback it ends in.
+	{IDs: []promise.ID{"rollout.guard.halts"}, In: []Part{partRollback}, Strategy: rollout.StrategySurge,
+		Restarts: func(*Env) Meaning { return Meaning{Words: []string{restarts.ControlPlane}} },
+		Judge: one(func(ctx context.Context, e *Env) promise.Verdict {
+			if e.Halt == nil && e.Window == nil {
+				return noWindow("rollout.guard.halts", e.WindowErr)
+			}
+			_, back := allAt(ctx, e.C, e.Pair.From)
+			return JudgeHalts(e.Halt, back)
+		})},
 	// Window two's faults: each a phase of its own, as in window one.
 	{IDs: []promise.ID{"proxy.fault.peer-stopped"}, In: []Part{partTwoFaults},
 		Phase: func(e *Env) string {
@@ -99,6 +110,8 @@ var checks = append([]Check{
 	{IDs: []promise.ID{"rollout.versions"}, In: []Part{partThrough},
 		Judge: one(func(ctx context.Context, e *Env) promise.Verdict { return CheckVersions(ctx, e.C, e.Pair.To, e.Before) })},
 	{IDs: trafficPromises, In: []Part{partTraffic}, Judge: judgeTraffic},
+	{IDs: []promise.ID{"rollout.guard.quiet"}, In: []Part{partTraffic},
+		Judge: one(func(_ context.Context, e *Env) promise.Verdict { return JudgeQuiet(e.Guards) })},
 	// Kubelets are the same either way: the in-place run judges the Jobs
 	// alone, the surge run every sidecar promise (sidecarChecks).
 	{IDs: []promise.ID{"sidecar.job.completes"}, In: []Part{partSidecars}, Strategy: rollout.StrategyInPlace,

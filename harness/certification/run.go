@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/guard"
 	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/report"
 	"github.com/skewer-k8s/skewer/harness/restarts"
@@ -89,6 +90,10 @@ type run struct {
 	// same run went here last time it ran whole (timings.go).
 	began time.Time
 	last  PastRun
+	// guards watch the rollouts made under the traffic; halt is the one
+	// with a breach made on purpose (breachOnPurpose).
+	guards []*guard.Guard
+	halt   *Halt
 }
 
 // readComponents records what every node runs now, as read at when. It

@@ -147,8 +147,20 @@ func (r *run) surgeThrough(ctx context.Context, plan surgePlan, before *corev1.C
 	if !plan.window {
 		return r.through(ctx, rollout.StrategySurge, load, before)
 	}
-	if err := r.phase(ctx, fmt.Sprintf("roll back to %s under traffic", from), func(ctx context.Context) error {
-		if err := rollout.Rollback(ctx, r.c, rollout.RollbackInput{To: from, Images: r.in.Images, Runner: r.runner(load)}); err != nil {
+	name := fmt.Sprintf("roll back to %s under traffic", from)
+	breach := plan.halts && load != nil && r.window != nil
+	if breach {
+		name = fmt.Sprintf("a breach on purpose halts the rollout to %s; %s", to, name)
+	}
+	if err := r.phase(ctx, name, func(ctx context.Context) error {
+		if breach {
+			var err error
+			if r.halt, err = r.breachOnPurpose(ctx, load, r.window); err != nil {
+				return err
+			}
+		}
+		runner, _ := r.guarded(load, fmt.Sprintf("roll back to %s", from), "")
+		if err := rollout.Rollback(ctx, r.c, rollout.RollbackInput{To: from, Images: r.in.Images, Runner: runner}); err != nil {
 			return err
 		}
 		e := r.env(before)
@@ -160,7 +172,8 @@ func (r *run) surgeThrough(ctx context.Context, plan surgePlan, before *corev1.C
 	var two *Window
 	if r.window != nil && plan.windowTwo {
 		if err := r.phase(ctx, fmt.Sprintf("the mixed window again: two control planes at %s, under the traffic", to), func(ctx context.Context) error {
-			if err := rollout.Roll(ctx, r.c, rollout.RollInput{To: to, Strategy: rollout.StrategySurge, PauseAfter: 2, Images: r.in.Images, Runner: r.runner(load)}); err != nil {
+			runner, _ := r.guarded(load, fmt.Sprintf("two control planes to %s", to), "")
+			if err := rollout.Roll(ctx, r.c, rollout.RollInput{To: to, Strategy: rollout.StrategySurge, PauseAfter: 2, Images: r.in.Images, Runner: runner}); err != nil {
 				return err
 			}
 			e := r.env(before)
@@ -219,7 +232,8 @@ func (r *run) inPlace(ctx context.Context, before *corev1.ConfigMap) error {
 func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Traffic, before *corev1.ConfigMap) error {
 	to := r.in.Pair.To
 	if err := r.phase(ctx, fmt.Sprintf("roll every control plane to %s (%s) under traffic", to, s), func(ctx context.Context) error {
-		if err := rollout.Roll(ctx, r.c, rollout.RollInput{To: to, Strategy: s, Images: r.in.Images, Runner: r.runner(load),
+		runner, _ := r.guarded(load, fmt.Sprintf("every control plane to %s (%s)", to, s), "")
+		if err := rollout.Roll(ctx, r.c, rollout.RollInput{To: to, Strategy: s, Images: r.in.Images, Runner: runner,
 			Staged: s == rollout.StrategyInPlace}); err != nil {
 			return err
 		}

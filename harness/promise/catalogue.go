@@ -36,6 +36,8 @@ var catalogue = []Promise{
 	{"rollout.interrupted-recovers", "a rollout cut short mid-join is recovered by a rollback, nothing half-joined left"},
 	{"rollout.refuses-bad-input", "a rollout the skew policy forbids is refused and changes nothing"},
 	{"rollout.disruption-budget", "unavailability per backend and connection type stays within the budgets"},
+	{"rollout.guard.halts", "a breach made on purpose (forwarded requests black-holed) halts the rollout at the next step, before any older control plane goes, and it is rolled back"},
+	{"rollout.guard.quiet", "the rollout guard halts no healthy rollout, and decides its signals on enough requests in each"},
 
 	// The Mixed Version Proxy in the mixed window.
 	{"proxy.route.verbs", "an old apiserver serves a resource only its newer peer knows, for get, list, create, update, delete and watch"},

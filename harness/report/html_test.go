@@ -128,7 +128,7 @@ func TestHTMLInABrowser(t *testing.T) {
 	if want, got := fmt.Sprintf("1 fail, 0 error, 1 waived, 1 not-applicable, 0 not-selected, %d pass", len(promise.Catalogue())-3), text("#counts"); got != want {
 		t.Errorf("counts %q, want %q", got, want)
 	}
-	if want, got := "Coverage: judged 63 of 64 promises; not judged: sidecar 1 of 22", text("#coverage"); got != want {
+	if want, got := "Coverage: judged 65 of 66 promises; not judged: sidecar 1 of 22", text("#coverage"); got != want {
 		t.Errorf("coverage %q, want %q", got, want)
 	}
 	rows := count(`document.querySelectorAll('tr.promise').length`)
@@ -169,6 +169,20 @@ func TestHTMLInABrowser(t *testing.T) {
 	}
 	if n := count(`document.querySelectorAll('tr.step').length`); n != 3 {
 		t.Errorf("%d rows in the step-by-step table, want 3", n)
+	}
+	// Each guarded rollout's signal table, a row per step; the halted one
+	// open, its breach marked.
+	if n := count(`document.querySelectorAll('details.guard').length`); n != 2 {
+		t.Errorf("%d rollout guard tables, want 2", n)
+	}
+	if n := count(`document.querySelectorAll('details.guard[open] tr.guard-step').length`); n != 2 {
+		t.Errorf("%d rows in the open (halted) guard table, want 2", n)
+	}
+	if n := count(`document.querySelectorAll('td[data-decision="breach"]').length`); n != 1 {
+		t.Errorf("%d breach cells, want 1", n)
+	}
+	if s := text("details.guard[open] summary"); !strings.Contains(s, `halted after "join the new node with kubeadm": forwarded-failures 6/6 (100.0%)`) {
+		t.Errorf("the halted table's summary %q", s)
 	}
 	if n := count(`document.querySelectorAll('tr.backend').length`); n != 3 {
 		t.Errorf("%d rows in the disruption table, want lb (new and reused) and cp1", n)

@@ -142,6 +142,8 @@ type Run struct {
 	// Events are what the run's monitor saw happen (a restart, a node not
 	// Ready, an eviction), each meant by the phase under way or not.
 	Events []Event `json:"events,omitempty"`
+	// Guard is each guarded rollout's signal table, in the order they ran.
+	Guard []GuardedRollout `json:"guard,omitempty"`
 }
 
 // Label names the run in a report: its strategy, and its shard when the

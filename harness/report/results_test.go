@@ -64,6 +64,18 @@ func sample(t *testing.T) *Results {
 			First: t0.Add(6 * time.Minute), Last: t0.Add(7 * time.Minute)},
 		{Phase: "remove the old node | from etcd", Conn: "reused", Requests: 300, Failed: 2, P50: 6 * time.Millisecond, P99: 900 * time.Millisecond},
 	}
+	signal := func(name, value, decision string) GuardSignal {
+		return GuardSignal{Signal: name, Requests: 6, Value: value, Threshold: "<= 1% at 99% confidence", Decision: decision}
+	}
+	breach := signal("forwarded-failures", "6/6 (100.0%)", GuardBreach)
+	run.Guard = []GuardedRollout{
+		{Rollout: "resumed to v1.36.3-acme.2 with a breach on purpose", Injected: "every older apiserver's link to cp4 black-holed",
+			Halted: &breach, HaltedAfter: "join the new node with kubeadm", Steps: []GuardStep{
+				{Step: "start a v1.36.3-acme.2 control-plane node to replace cp2", Signals: []GuardSignal{signal("forwarded-failures", "0/0", GuardPending), signal("5xx-share", "0/62 (0.0%)", GuardOK)}},
+				{Step: "join the new node with kubeadm", Signals: []GuardSignal{breach, signal("5xx-share", "0/156 (0.0%)", GuardOK)}}}},
+		{Rollout: "roll back to v1.35.4", Steps: []GuardStep{
+			{Step: "join the new node with kubeadm", Signals: []GuardSignal{signal("forwarded-failures", "0/44 (0.0%)", GuardOK), signal("5xx-share", "0/444 (0.0%)", GuardOK)}}}},
+	}
 	run.Components = map[string][]Component{
 		"created": {{Node: "cp1", Role: "control-plane", Kubelet: "v1.35.4", APIServer: "v1.35.4", APIServerFlags: []string{"kube-apiserver", "--feature-gates=UnknownVersionInteroperabilityProxy=true"}},
 			{Node: "w1", Role: "worker", Kubelet: "v1.35.4"}},
@@ -152,6 +164,14 @@ func TestBadResultsAreRefused(t *testing.T) {
 			given := d["images"].([]any)[1].(map[string]any)["given"].(map[string]any)
 			given["binaries"].(map[string]any)["kubelet"] = "latest"
 		}},
+		{"a guard signal of no known name", "/signal", func(d map[string]any) {
+			guard := d["runs"].([]any)[0].(map[string]any)["guard"].([]any)[1].(map[string]any)
+			guard["steps"].([]any)[0].(map[string]any)["signals"].([]any)[0].(map[string]any)["signal"] = "vibes"
+		}},
+		{"a guard decision of no known kind", "/decision", func(d map[string]any) {
+			guard := d["runs"].([]any)[0].(map[string]any)["guard"].([]any)[0].(map[string]any)
+			guard["halted"].(map[string]any)["decision"] = "maybe"
+		}},
 		{"a given of no known kind", "/given/kind", func(d map[string]any) {
 			d["images"].([]any)[1].(map[string]any)["given"].(map[string]any)["kind"] = "rumour"
 		}},
@@ -210,7 +230,7 @@ func TestJUnitHasACasePerPromise(t *testing.T) {
 	if err := xml.Unmarshal(buf.Bytes(), &doc); err != nil {
 		t.Fatal(err)
 	}
-	if doc.Tests != len(promise.Catalogue()) || doc.Failures != 1 || doc.Skipped != 1 || !strings.Contains(buf.String(), `name="coverage" value="judged 63 of 64 promises; not judged: sidecar 1 of 22"`) {
+	if doc.Tests != len(promise.Catalogue()) || doc.Failures != 1 || doc.Skipped != 1 || !strings.Contains(buf.String(), `name="coverage" value="judged 65 of 66 promises; not judged: sidecar 1 of 22"`) {
 		t.Errorf("tests %d failures %d skipped %d", doc.Tests, doc.Failures, doc.Skipped)
 	}
 	for _, c := range doc.Suites[0].Cases {
@@ -230,7 +250,7 @@ func TestJUnitHasACasePerPromise(t *testing.T) {
 func TestSummary(t *testing.T) {
 	md := sample(t).Summary()
 	for _, want := range []string{
-		"# skewer certify v1.35.4 -> v1.36.3-acme.2: FAIL\n\n**Coverage**: judged 63 of 64 promises; not judged: sidecar 1 of 22.",
+		"# skewer certify v1.35.4 -> v1.36.3-acme.2: FAIL\n\n**Coverage**: judged 65 of 66 promises; not judged: sidecar 1 of 22.",
 		fmt.Sprintf("1 fail, 0 error, 1 waived, 1 not-applicable, 0 not-selected, %d pass", len(promise.Catalogue())-3),
 		"(waiver clusters/waivers/upstream.yaml:7 (cause no-capable-peer, versions 1.35, 1.36))",
 		"## Not applicable (the input rules it out)\n\n- **sidecar.worker-replaced** (surge): the in-place strategy has no sidecar phase",
@@ -241,6 +261,9 @@ func TestSummary(t *testing.T) {
 		"| lb | new | 1000 | 1 | 200ms | 9ms | 90ms | 201: 999, 503: 1 |",
 		"### Through the load balancer, step by step (surge)",
 		"| remove the old node \\| from etcd | reused | 300 | 2 | 6ms | 900ms |",
+		"### Rollout guard (surge)\n\n| rollout | steps | ended | breach on purpose |\n|---|---|---|---|\n" +
+			"| resumed to v1.36.3-acme.2 with a breach on purpose | 2 | halted after \"join the new node with kubeadm\": forwarded-failures 6/6 (100.0%), threshold <= 1% at 99% confidence | every older apiserver's link to cp4 black-holed |\n" +
+			"| roll back to v1.35.4 | 1 | not halted |  |",
 		"host: Linux 6.1.0-40-amd64, cgroup v1, 2 cores, Docker 20.10.24+dfsg1; v1.35.4: `skewer.local/node:v1.35.4` sha256:0123456789a",
 		"v1.36.3-acme.2: `skewer.local/node:v1.36.3-acme.2-1a2b3c4d` sha256:fedcba987654 (built around the release-tarball /srv/acme/kubernetes-server-linux-amd64.tar.gz given)",
 		"## Given builds\n\n| version | binary | sha256 |\n|---|---|---|\n| v1.36.3-acme.2 | (the tarball) | `" + strings.Repeat("ab", 32) + "` |\n",

@@ -59,20 +59,8 @@ func (r *Results) Summary() string {
 		if others > 0 {
 			fmt.Fprintf(&b, "\n%d more promises are another shard's to judge.\n", others)
 		}
-		if len(run.Disruption) > 0 {
-			fmt.Fprintf(&b, "\n### Disruption (%s)\n\n| backend | connections | requests | failed | longest unavailable | p50 | p99 | codes |\n|---|---|---|---|---|---|---|---|\n", run.Label())
-			for _, d := range run.Disruption {
-				fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s | %s | %s |\n", d.Target, d.Connections(), d.Requests, d.Failed,
-					d.Unavailable.Round(10*time.Millisecond), d.P50.Round(100*time.Microsecond), d.P99.Round(100*time.Microsecond), codes(d.Codes))
-			}
-		}
-		if len(run.Steps) > 0 {
-			fmt.Fprintf(&b, "\n### Through the load balancer, step by step (%s)\n\n| step | connections | requests | failed | p50 | p99 |\n|---|---|---|---|---|---|\n", run.Label())
-			for _, st := range run.Steps {
-				fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s |\n", cell(st.Phase), st.Conn, st.Requests, st.Failed,
-					st.P50.Round(100*time.Microsecond), st.P99.Round(100*time.Microsecond))
-			}
-		}
+		b.WriteString(trafficSummary(run))
+		b.WriteString(guardSummary(run))
 	}
 	return b.String()
 }
@@ -174,4 +162,25 @@ func strategies(r *Results) string {
 // cell keeps a text on one Markdown table line.
 func cell(s string) string {
 	return strings.NewReplacer("\n", " ", "|", `\|`).Replace(s)
+}
+
+// trafficSummary is run's disruption table and its load balancer's
+// requests step by step, for summary.md.
+func trafficSummary(run Run) string {
+	var b strings.Builder
+	if len(run.Disruption) > 0 {
+		fmt.Fprintf(&b, "\n### Disruption (%s)\n\n| backend | connections | requests | failed | longest unavailable | p50 | p99 | codes |\n|---|---|---|---|---|---|---|---|\n", run.Label())
+		for _, d := range run.Disruption {
+			fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s | %s | %s |\n", d.Target, d.Connections(), d.Requests, d.Failed,
+				d.Unavailable.Round(10*time.Millisecond), d.P50.Round(100*time.Microsecond), d.P99.Round(100*time.Microsecond), codes(d.Codes))
+		}
+	}
+	if len(run.Steps) > 0 {
+		fmt.Fprintf(&b, "\n### Through the load balancer, step by step (%s)\n\n| step | connections | requests | failed | p50 | p99 |\n|---|---|---|---|---|---|\n", run.Label())
+		for _, st := range run.Steps {
+			fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s |\n", cell(st.Phase), st.Conn, st.Requests, st.Failed,
+				st.P50.Round(100*time.Microsecond), st.P99.Round(100*time.Microsecond))
+		}
+	}
+	return b.String()
 }

@@ -5,6 +5,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -64,6 +65,34 @@ type Step struct {
 	Err      error
 }
 
+// Guard watches a rollout's signals: asked after each step, once OnStep
+// has named what follows, whether the rollout may go on.
+type Guard interface {
+	// After is told of the step that just succeeded; an error is a breach
+	// that halts the rollout before anything else runs.
+	After(ctx context.Context, done Step) error
+}
+
+// Halted is how a Runner ends when its Guard saw a breach: the step after
+// which it stopped, and the breach.
+type Halted struct {
+	After  string
+	Breach error
+}
+
+func (h *Halted) Error() string {
+	return fmt.Sprintf("halted by the rollout guard after %q: %v", h.After, h.Breach)
+}
+
+func (h *Halted) Unwrap() error { return h.Breach }
+
+// AsHalted is the halt err carries, if any.
+func AsHalted(err error) (*Halted, bool) {
+	var h *Halted
+	ok := errors.As(err, &h)
+	return h, ok
+}
+
 // Runner executes Actions in order.
 type Runner struct {
 	Out   io.Writer
@@ -71,6 +100,10 @@ type Runner struct {
 	// OnStep, when set, is called before each step with its name, and with
 	// "done" after the last: traffic probes mark their phases by it.
 	OnStep func(ctx context.Context, name string)
+	// Guard, when set, is asked after each step (the last too) whether the
+	// rollout may go on.
+	Guard   Guard
+	guarded int // the steps the Guard was asked about
 }
 
 func (r *Runner) onStep(ctx context.Context, name string) {
@@ -88,6 +121,9 @@ func (r *Runner) Run(ctx context.Context, c *cluster.Cluster, actions []Action) 
 			return fmt.Errorf("interrupted before %q: %w", a.Name(), err)
 		}
 		r.onStep(ctx, a.Name())
+		if err := r.guard(ctx); err != nil {
+			return err
+		}
 		s := Step{Name: a.Name(), Start: time.Now()}
 		r.printf("[%7s] (%d/%d) %s ...", since(start), i+1, len(actions), a.Name())
 		s.Err = a.Execute(ctx, c)
@@ -100,6 +136,22 @@ func (r *Runner) Run(ctx context.Context, c *cluster.Cluster, actions []Action) 
 		r.printf("[%7s] ✓ %s (%s)", since(start), a.Name(), s.Duration.Round(100*time.Millisecond))
 	}
 	r.onStep(ctx, "done")
+	return r.guard(ctx)
+}
+
+// guard asks the Guard about the last step run, if one ran since the
+// Runner was last asked: a breach halts the rollout there.
+func (r *Runner) guard(ctx context.Context) error {
+	if r.Guard == nil || len(r.Steps) == 0 || r.guarded == len(r.Steps) {
+		return nil
+	}
+	r.guarded = len(r.Steps)
+	last := r.Steps[len(r.Steps)-1]
+	if err := r.Guard.After(ctx, last); err != nil {
+		h := &Halted{After: last.Name, Breach: err}
+		r.printf("✗ %v", h)
+		return h
+	}
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -87,5 +88,49 @@ func TestJoinConfigurationTaints(t *testing.T) {
 	want := []corev1.Taint{{Key: "skewer.io/held", Effect: corev1.TaintEffectNoSchedule}}
 	if !reflect.DeepEqual(got.NodeRegistration.Taints, want) || got.NodeRegistration.CRISocket == "" {
 		t.Errorf("nodeRegistration %+v, want taints %+v beside the CRI socket:\n%s", got.NodeRegistration, want, conf)
+	}
+}
+
+// guardFunc is a Guard of a function.
+type guardFunc func(Step) error
+
+func (g guardFunc) After(_ context.Context, done Step) error { return g(done) }
+
+// The guard is asked after each step, once OnStep named the next (the
+// traffic's phase for the step has ended), and after the last; a breach
+// halts the rollout there, before anything else runs.
+func TestRunnerHaltsWhereItsGuardSeesABreach(t *testing.T) {
+	var trace []string
+	step := func(name string) Action {
+		return Do(name, func(context.Context, *cluster.Cluster) error { trace = append(trace, "run "+name); return nil })
+	}
+	r := &Runner{OnStep: func(_ context.Context, name string) { trace = append(trace, "phase "+name) },
+		Guard: guardFunc(func(s Step) error {
+			trace = append(trace, "guard "+s.Name)
+			if s.Name == "join" {
+				return errors.New("forwarded-failures is 4/6")
+			}
+			return nil
+		})}
+	err := r.Run(context.Background(), nil, []Action{step("set version"), step("join"), step("drain")})
+	h, ok := AsHalted(err)
+	if !ok || h.After != "join" || !strings.Contains(err.Error(), "forwarded-failures is 4/6") {
+		t.Fatalf("got %v, want a halt after join naming the breach", err)
+	}
+	want := "phase set version, run set version, phase join, guard set version, run join, phase drain, guard join"
+	if got := strings.Join(trace, ", "); got != want {
+		t.Errorf("trace:\n%s\nwant\n%s", got, want)
+	}
+	// A quiet guard is asked after the last step too, and once per step
+	// when a Runner runs two lists (a rollback's recovery, then its moves).
+	trace = nil
+	r = &Runner{Guard: guardFunc(func(s Step) error { trace = append(trace, s.Name); return nil })}
+	for _, list := range [][]Action{{step("a")}, {step("b"), step("c")}} {
+		if err := r.Run(context.Background(), nil, list); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := strings.Join(slices.DeleteFunc(trace, func(s string) bool { return strings.HasPrefix(s, "run ") }), " "); got != "a b c" {
+		t.Errorf("the guard was asked after %q, want a b c", got)
 	}
 }

@@ -294,6 +294,42 @@ func (t *Traffic) Records() []Record {
 	return append([]Record(nil), t.records...)
 }
 
+// Ended are the records of every phase that has ended (Phase began
+// another), and whether a target advertised NewAPIPath from a phase's
+// start to its end: a 404 for it through that target then is false.
+// What a guard reads once a step is over.
+func (t *Traffic) Ended() ([]Record, func(phase, target string) bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []Record
+	for _, r := range t.records {
+		if r.Phase != t.phase {
+			out = append(out, r)
+		}
+	}
+	advertised := map[string]map[string]bool{}
+	for phase, targets := range t.phaseAdvertised {
+		if phase != t.phase {
+			advertised[phase] = maps.Clone(targets)
+		}
+	}
+	return out, func(phase, target string) bool { return advertised[phase][target] }
+}
+
+// Targets are the apiservers the traffic streams to now: Refresh (and so
+// Phase) follows the control planes.
+func (t *Traffic) Targets() map[string]bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]bool{}
+	for st := range t.streams {
+		if st.target != "lb" {
+			out[st.target] = true
+		}
+	}
+	return out
+}
+
 // newTraffic is traffic with no stream yet, whose streams and watch end
 // with ctx (the run's: an interrupted or failed run does not leave them
 // writing into a cluster being exported and deleted), with Stop, or with

@@ -1,0 +1,204 @@
+package certification
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/faults"
+	"github.com/skewer-k8s/skewer/harness/guard"
+	"github.com/skewer-k8s/skewer/harness/promise"
+	"github.com/skewer-k8s/skewer/harness/report"
+	"github.com/skewer-k8s/skewer/harness/rollout"
+	"github.com/skewer-k8s/skewer/harness/traffic"
+)
+
+// GuardPromises are the rollout guard's promises: it halts a rollout a
+// breach made on purpose degrades (judged with the rollback that
+// follows), and never a healthy one (judged once the traffic stops).
+var GuardPromises = []promise.ID{"rollout.guard.halts", "rollout.guard.quiet"}
+
+// thresholds are the guard's: the input's, else the repository's.
+func (in Input) thresholds() guard.Thresholds {
+	if in.Guard == nil {
+		return guard.Default
+	}
+	return *in.Guard
+}
+
+// guarded is a Runner for a rollout under load, watched by a rollout
+// guard whose table the run's results keep; without load, r.runner's.
+// name is the rollout, injected the breach made on purpose before it.
+func (r *run) guarded(load *traffic.Traffic, name, injected string) (*rollout.Runner, *guard.Guard) {
+	runner := r.runner(load)
+	if load == nil {
+		return runner, nil
+	}
+	in := guard.Input{Thresholds: r.in.thresholds(), Rollout: name, Injected: injected}
+	if r.newerOnly != "" {
+		in.Older, in.Newer = r.in.Pair.From.String(), r.in.Pair.To.String()
+	}
+	g := guard.New(in, load)
+	runner.Guard = g
+	r.guards = append(r.guards, g)
+	return runner, g
+}
+
+// tables are the signal tables of the run's guarded rollouts.
+func (r *run) tables() []report.GuardedRollout {
+	var out []report.GuardedRollout
+	for _, g := range r.guards {
+		out = append(out, g.Table())
+	}
+	return out
+}
+
+// Halt is what a rollout with a breach made on purpose did: the breach,
+// the control planes there before it, the steps it ran, how it ended
+// and its guard's table.
+type Halt struct {
+	// Unmade is why the breach could not be made, if it could not.
+	Unmade    error
+	Injection string
+	Members   []string
+	Steps     []rollout.Step
+	Ended     error
+	Table     report.GuardedRollout
+}
+
+// breachOnPurpose resumes the rollout from the mixed window w, one more
+// control plane at most, with every older apiserver's link to w's first
+// newer one black-holed: the requests they forward for the newer-only
+// resource go unanswered, which the guard must see and halt on before
+// any older control plane is drained. The links are restored before it
+// returns; the rollback that follows is the guard's choice carried out.
+//
+// A breach that cannot be made is said in the Halt (an error verdict, the
+// rollback still due); links that cannot be restored fail the phase.
+func (r *run) breachOnPurpose(ctx context.Context, load *traffic.Traffic, w *Window) (*Halt, error) {
+	h := &Halt{Injection: fmt.Sprintf("every older apiserver's link to %s, the only one serving %s, black-holed", w.New[0].Name, w.Resource.Key())}
+	for _, s := range append(slices.Clone(w.Old), w.New[0]) {
+		h.Members = append(h.Members, s.Name)
+	}
+	hole, err := linksTo(ctx, r.c, w)
+	if err == nil {
+		err = hole.Inject(ctx, r.c)
+	}
+	if h.Unmade = err; err != nil {
+		return h, hole.Revert(context.WithoutCancel(ctx), r.c)
+	}
+	runner, g := r.guarded(load, fmt.Sprintf("resumed to %s with a breach on purpose", r.in.Pair.To), h.Injection)
+	h.Ended = rollout.Roll(ctx, r.c, rollout.RollInput{To: r.in.Pair.To, Strategy: rollout.StrategySurge, PauseAfter: 1,
+		Images: r.in.Images, Runner: runner})
+	h.Table, h.Steps = g.Table(), runner.Steps
+	return h, hole.Revert(context.WithoutCancel(ctx), r.c)
+}
+
+// linksTo is the black hole of every older apiserver's link to w's first
+// newer one.
+func linksTo(ctx context.Context, c *cluster.Cluster, w *Window) (faults.All, error) {
+	peer, err := c.Node(ctx, w.New[0].Name)
+	if err != nil {
+		return nil, err
+	}
+	var hole faults.All
+	for _, s := range w.Old {
+		n, err := c.Node(ctx, s.Name)
+		if err != nil {
+			return nil, err
+		}
+		hole = append(hole, &faults.BlackHole{From: n, To: peer})
+	}
+	return hole, nil
+}
+
+// JudgeHalts judges rollout.guard.halts: the rollout with a breach made
+// on purpose was halted by its guard, on a signal, before any step acted
+// on a control plane that was there before it (nothing of the cluster
+// taken away), and the rollback after it returned every control plane
+// to the older version (back is what it left, or why it did not).
+func JudgeHalts(h *Halt, back error) promise.Verdict {
+	const id = "rollout.guard.halts"
+	switch {
+	case h == nil:
+		return promise.Errored(id, "no rollout was made with a breach on purpose")
+	case h.Unmade != nil:
+		return promise.Errored(id, "the breach on purpose (%s) could not be made: %v", h.Injection, h.Unmade)
+	}
+	ev := []string{"injected: " + h.Injection, "steps run: " + stepNames(h.Steps)}
+	halted, ok := rollout.AsHalted(h.Ended)
+	switch {
+	case !ok:
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev,
+			Reason: fmt.Sprintf("the rollout was not halted by its guard: it ended with %v", orOK(h.Ended))}
+	case h.Table.Halted == nil:
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev, Reason: "halted, but the signal table names no breach"}
+	}
+	for _, s := range h.Steps {
+		if slices.Contains(h.Members, s.Node) {
+			return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev,
+				Reason: fmt.Sprintf("before the halt the rollout had already acted on %s, a control plane there before it (%q)", s.Node, s.Name)}
+		}
+	}
+	b := h.Table.Halted
+	ev = append(ev, fmt.Sprintf("halted after %q: %s %s over %d requests, threshold %s", halted.After, b.Signal, b.Value, b.Requests, b.Threshold))
+	if back != nil {
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev, Reason: fmt.Sprintf("after the rollback that followed the halt: %v", back)}
+	}
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: append(ev, "rolled back: every control plane at the older version again")}
+}
+
+// JudgeQuiet judges rollout.guard.quiet on the signal tables of the
+// run's guarded rollouts: none but one with a breach made on purpose was
+// halted, and each decided its signals on enough requests - a guard that
+// decided nothing proved nothing: the share of 5xx in every rollout, and
+// of failed forwarded requests in one at least when the traffic asked
+// for the newer-only resource.
+func JudgeQuiet(tables []report.GuardedRollout) promise.Verdict {
+	const id = "rollout.guard.quiet"
+	var ev []string
+	healthy, forwarded, probed := 0, 0, false
+	for _, t := range tables {
+		if t.Injected != "" {
+			continue
+		}
+		healthy++
+		if t.Halted != nil {
+			return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev, Reason: fmt.Sprintf(
+				"%s was halted after %q: %s %s over %d requests, threshold %s", t.Rollout, t.HaltedAfter, t.Halted.Signal, t.Halted.Value, t.Halted.Requests, t.Halted.Threshold)}
+		}
+		decided := map[string]int{}
+		for _, s := range t.Steps {
+			for _, sig := range s.Signals {
+				probed = probed || (sig.Signal == guard.SignalForwarded && sig.Decision != report.GuardNA)
+				if sig.Decision == report.GuardOK {
+					decided[sig.Signal]++
+				}
+			}
+		}
+		if decided[guard.Signal5xx] == 0 {
+			return promise.Errored(id, "the guard of %s decided the 5xx share in none of %d step(s): too few requests to judge a rollout on", t.Rollout, len(t.Steps))
+		}
+		forwarded += decided[guard.SignalForwarded]
+		ev = append(ev, fmt.Sprintf("%s: %d steps, not halted; decided ok: %s x%d, %s x%d, %s x%d, %s x%d", t.Rollout, len(t.Steps),
+			guard.Signal5xx, decided[guard.Signal5xx], guard.SignalForwarded, decided[guard.SignalForwarded],
+			guard.SignalFalse404, decided[guard.SignalFalse404], guard.SignalAddedP99, decided[guard.SignalAddedP99]))
+	}
+	switch {
+	case healthy == 0:
+		return promise.Errored(id, "no rollout ran under the guard")
+	case probed && forwarded == 0:
+		return promise.Errored(id, "the traffic asked for a resource only the newer version serves, but no guard decided %s: too few forwarded requests to judge on", guard.SignalForwarded)
+	}
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: ev}
+}
+
+func stepNames(steps []rollout.Step) string {
+	var names []string
+	for _, s := range steps {
+		names = append(names, s.Name)
+	}
+	return strings.Join(names, "; ")
+}

@@ -1,0 +1,83 @@
+package certification
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/skewer-k8s/skewer/harness/guard"
+	"github.com/skewer-k8s/skewer/harness/promise"
+	"github.com/skewer-k8s/skewer/harness/report"
+	"github.com/skewer-k8s/skewer/harness/rollout"
+)
+
+// halted is a rollout with a breach on purpose that its guard halted
+// after it started a node, none of the control planes there before it
+// touched.
+func halted() *Halt {
+	breach := &report.GuardSignal{Signal: guard.SignalForwarded, Requests: 6, Value: "4/6 (66.7%)", Threshold: "<= 1%", Decision: report.GuardBreach}
+	return &Halt{
+		Injection: "every older apiserver's link to cp5 black-holed",
+		Members:   []string{"cp1", "cp2", "cp5"},
+		Steps: []rollout.Step{{Name: "set ClusterConfiguration kubernetesVersion to v1.36.3"},
+			{Name: "start a v1.36.3 control-plane node to replace cp2", Node: "cp6"}},
+		Ended: &rollout.Halted{After: "start a v1.36.3 control-plane node to replace cp2", Breach: errors.New("forwarded-failures")},
+		Table: report.GuardedRollout{Rollout: "resumed", Injected: "black hole", Halted: breach, HaltedAfter: "start a v1.36.3 control-plane node to replace cp2"},
+	}
+}
+
+// quietTable is a guarded rollout that decided every signal ok once.
+func quietTable(name string) report.GuardedRollout {
+	var signals []report.GuardSignal
+	for _, s := range []string{guard.SignalForwarded, guard.Signal5xx, guard.SignalFalse404, guard.SignalAddedP99} {
+		signals = append(signals, report.GuardSignal{Signal: s, Requests: 120, Value: "0/120", Threshold: "<= 1%", Decision: report.GuardOK})
+	}
+	return report.GuardedRollout{Rollout: name, Steps: []report.GuardStep{{Step: "join", Signals: signals}}}
+}
+
+func TestJudgeHalts(t *testing.T) {
+	if v := JudgeHalts(halted(), nil); v.Outcome != promise.Pass || !strings.Contains(strings.Join(v.Evidence, "\n"), "4/6") {
+		t.Errorf("halted before any older control plane went, then rolled back: %+v", v)
+	}
+	notHalted := halted()
+	notHalted.Ended = nil
+	unmade := halted()
+	unmade.Unmade = errors.New("iptables: not found")
+	for what, tc := range map[string]struct {
+		h    *Halt
+		back error
+		want promise.Outcome
+	}{
+		"no such rollout":     {nil, nil, promise.Error},
+		"no breach made":      {unmade, nil, promise.Error},
+		"never halted":        {notHalted, nil, promise.Fail},
+		"not rolled all back": {halted(), errors.New("not at v1.35.4: cp1 at v1.36.3"), promise.Fail},
+	} {
+		if v := JudgeHalts(tc.h, tc.back); v.Outcome != tc.want {
+			t.Errorf("%s: %s (%s), want %s", what, v.Outcome, v.Reason, tc.want)
+		}
+	}
+}
+
+func TestJudgeQuiet(t *testing.T) {
+	injected := halted().Table
+	if v := JudgeQuiet([]report.GuardedRollout{injected, quietTable("roll back"), quietTable("through")}); v.Outcome != promise.Pass {
+		t.Errorf("healthy rollouts not halted, the one with a breach on purpose halted: %s (%s)", v.Outcome, v.Reason)
+	}
+	undecided := quietTable("through")
+	for i := range undecided.Steps[0].Signals {
+		undecided.Steps[0].Signals[i].Decision = report.GuardPending
+	}
+	noForwarded := quietTable("through")
+	noForwarded.Steps[0].Signals[0].Decision = report.GuardPending
+	for what, tables := range map[string][]report.GuardedRollout{
+		"no guarded rollout":            nil,
+		"only the breach on purpose":    {injected},
+		"nothing decided":               {undecided},
+		"forwarded requests, undecided": {noForwarded},
+	} {
+		if v := JudgeQuiet(tables); v.Outcome != promise.Error {
+			t.Errorf("%s: %s (%s), want error: a guard that decided nothing proved nothing", what, v.Outcome, v.Reason)
+		}
+	}
+}
