@@ -43,7 +43,6 @@ var tooBig = map[string]string{
 	"harness/traffic/notfound.go:ExplainNotFound":            "one cause per case: a table of causes",
 	"harness/rollout/recover.go:Recover":                     "each kind of leftover apart",
 	"harness/sidecarchecks/strip.go:Sidecars.deployStripper": "the webhook's certificate apart from its objects",
-	"harness/certification/certification.go:Run":             "each strategy's run apart from the results' making",
 	"harness/traffic/streams.go:Traffic.stream":              "one request apart from the loop",
 	"harness/sidecarchecks/stops.go:Sidecars.stopConditions": "one condition per case: a table",
 	"harness/sidecar/migrate.go:Migration.runBatch":          "the batch's rollout apart from its stop conditions",

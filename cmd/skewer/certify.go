@@ -16,7 +16,6 @@ import (
 
 	"github.com/skewer-k8s/skewer/harness/certification"
 	"github.com/skewer-k8s/skewer/harness/cluster"
-	"github.com/skewer-k8s/skewer/harness/guard"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/report"
@@ -154,15 +153,15 @@ is 1 when any promise failed, and when the evidence could not be exported or the
 	fl.DurationVar(&f.maxUnavailable, "max-unavailable", promise.DefaultBudget.MaxUnavailable, "rollout.disruption-budget: the longest the load balancer may turn new connections away (0: measured, not bounded)")
 	fl.DurationVar(&f.maxUnavailableReused, "max-unavailable-reused", promise.DefaultBudget.MaxUnavailableReused, "the same for a kept-alive connection, which each rollout step moves off its backend before stopping it (0: measured, not bounded)")
 	fl.StringVar(&f.guardFile, "guard-file", "", "the rollout guard's thresholds from a YAML file (docs/guard-thresholds.yaml holds the defaults; a name it leaves out keeps its default)")
-	fl.StringArrayVar(&f.guard, "guard", nil, "NAME=VALUE - one rollout guard threshold, over --guard-file: "+strings.Join(guard.Names(), ", ")+" (docs/guard.md)")
+	fl.StringArrayVar(&f.guard, "guard", nil, "NAME=VALUE - one rollout guard threshold, over --guard-file: "+strings.Join(promise.GuardNames(), ", ")+" (docs/guard.md)")
 	f.images.add(fl, "from=, to= or ")
 	return cmd
 }
 
 // thresholds are the rollout guard's: the defaults, then --guard-file's,
 // then each --guard.
-func (f certifyFlags) thresholds() (*guard.Thresholds, error) {
-	th := guard.Default
+func (f certifyFlags) thresholds() (*promise.GuardThresholds, error) {
+	th := promise.DefaultGuard
 	var err error
 	if f.guardFile != "" {
 		if th, err = th.Load(f.guardFile); err != nil {

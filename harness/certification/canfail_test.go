@@ -268,6 +268,9 @@ var canFail = []struct {
 		table.Halted, table.HaltedAfter = &report.GuardSignal{Signal: "5xx-share", Requests: 40, Value: "3/40 (7.5%)", Threshold: "<= 1%", Decision: report.GuardBreach}, "join"
 		return JudgeQuiet([]report.GuardedRollout{table})
 	}},
+	{"rollout.forwarded-objective", "2% of the forwarded requests failed", func(t *testing.T) promise.Verdict {
+		return JudgeObjective(forwardedTotals(200, 4, 30*time.Millisecond, 20*time.Millisecond), promise.DefaultGuard, true)
+	}},
 	{"rollout.interrupted-recovers", "the rollback left a half-joined control plane's container behind", func(t *testing.T) promise.Verdict {
 		return recoveredVerdict(nil, "containers cp1,cp2,cp3\n", "containers cp1,cp2,cp3,cp4\n", time.Minute, nil)
 	}},

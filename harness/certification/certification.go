@@ -25,7 +25,6 @@ import (
 	"time"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
-	"github.com/skewer-k8s/skewer/harness/guard"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/report"
@@ -71,8 +70,8 @@ type Input struct {
 	// Budget bounds what a rollout may cost the traffic
 	// (rollout.disruption-budget).
 	Budget promise.Budget
-	// Guard are the rollout guard's thresholds (nil: guard.Default).
-	Guard *guard.Thresholds
+	// Guard are the rollout guard's thresholds (nil: promise.DefaultGuard).
+	Guard *promise.GuardThresholds
 	// Checkpoint, when set, is given the results as they stand after each
 	// phase of a run (what is not judged yet an error that says so) and
 	// each time a run's verdicts are all in, before its evidence is
@@ -252,6 +251,41 @@ func Run(ctx context.Context, in Input) (*report.Results, error) {
 	res.Strict = in.Strict
 	res.Host = host(ctx)
 	res.Budget = &in.Budget
+	thresholds := in.thresholds()
+	res.GuardThresholds = &thresholds
+	images, err := resolveImages(ctx, in, res)
+	if err != nil {
+		return nil, err
+	}
+	var newerOnly string
+	var cleanUp []error
+	for i, s := range in.Strategies {
+		r := &run{in: in, strategy: s, out: in.Out, images: images, newerOnly: newerOnly}
+		r.judgeAll(ctx, keeper(ctx, in, res, i))
+		res.Runs = append(res.Runs, r.result())
+		cleanUp = append(cleanUp, r.cleanUpErr)
+		if r.newerOnly != "" {
+			newerOnly = r.newerOnly
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if ctx.Err() != nil {
+		res.Incomplete = fmt.Sprintf("interrupted after %d of %d run(s): %v", len(res.Runs), len(in.Strategies), context.Cause(ctx))
+	}
+	err = res.Finish(time.Now())
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	// The verdicts stand whatever the clean-up did; the error says what
+	// it left (evidence not exported, a cluster not deleted).
+	return res, errors.Join(err, errors.Join(cleanUp...))
+}
+
+// resolveImages resolves both versions' node images, each recorded in
+// res with its image ID and what it was built from.
+func resolveImages(ctx context.Context, in Input, res *report.Results) (map[version.Version]string, error) {
 	images := map[version.Version]string{}
 	for _, v := range []version.Version{in.Pair.From, in.Pair.To} {
 		ref, err := in.Images.Resolve(ctx, v)
@@ -266,46 +300,28 @@ func Run(ctx context.Context, in Input) (*report.Results, error) {
 		res.Images = append(res.Images, report.NodeImage{Version: v.String(), Ref: ref, ID: id, Key: nodeimage.InputKey(ctx, ref), Given: given(in.Images, v),
 			FeatureGates: in.FeatureGates[v]})
 	}
-	var newerOnly string
-	var cleanUp []error
-	for i, s := range in.Strategies {
-		r := &run{in: in, strategy: s, out: in.Out, images: images, newerOnly: newerOnly}
-		var keep func(report.Run, string)
-		if in.Checkpoint != nil {
-			keep = func(run report.Run, after string) {
-				var cut error
-				if ctx.Err() != nil {
-					cut = context.Cause(ctx)
-				}
-				part, err := checkpoint(res, run, in.Strategies, i, after, cut, time.Now())
-				if err == nil {
-					err = in.Checkpoint(part)
-				}
-				if err != nil && in.Out != nil {
-					fmt.Fprintf(in.Out, "results kept so far: %v\n", err)
-				}
-			}
-		}
-		r.judgeAll(ctx, keep)
-		res.Runs = append(res.Runs, r.result())
-		cleanUp = append(cleanUp, r.cleanUpErr)
-		if r.newerOnly != "" {
-			newerOnly = r.newerOnly
-		}
+	return images, nil
+}
+
+// keeper gives in.Checkpoint the results as they stand while the i-th
+// run goes on (checkpoint); nil without a Checkpoint.
+func keeper(ctx context.Context, in Input, res *report.Results, i int) func(report.Run, string) {
+	if in.Checkpoint == nil {
+		return nil
+	}
+	return func(run report.Run, after string) {
+		var cut error
 		if ctx.Err() != nil {
-			break
+			cut = context.Cause(ctx)
+		}
+		part, err := checkpoint(res, run, in.Strategies, i, after, cut, time.Now())
+		if err == nil {
+			err = in.Checkpoint(part)
+		}
+		if err != nil && in.Out != nil {
+			fmt.Fprintf(in.Out, "results kept so far: %v\n", err)
 		}
 	}
-	if ctx.Err() != nil {
-		res.Incomplete = fmt.Sprintf("interrupted after %d of %d run(s): %v", len(res.Runs), len(in.Strategies), context.Cause(ctx))
-	}
-	err := res.Finish(time.Now())
-	if ctx.Err() != nil {
-		return res, ctx.Err()
-	}
-	// The verdicts stand whatever the clean-up did; the error says what
-	// it left (evidence not exported, a cluster not deleted).
-	return res, errors.Join(err, errors.Join(cleanUp...))
 }
 
 // checkpoint is the results so far - res, with run, the i-th of

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/guard"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/report"
@@ -112,8 +113,15 @@ type Env struct {
 	Traffic   *traffic.Summary
 	// Guards are the signal tables of the rollouts made under the
 	// traffic so far; Halt the one with a breach made on purpose.
-	Guards   []report.GuardedRollout
-	Halt     *Halt
+	Guards []report.GuardedRollout
+	Halt   *Halt
+	// Forwarded are the forwarded requests the healthy rollouts' guards
+	// read, pooled; Thresholds the guards'.
+	Forwarded  guard.Totals
+	Thresholds promise.GuardThresholds
+	// Probed says whether the traffic asked for a resource only the
+	// newer version serves.
+	Probed   bool
 	Sidecars *sidecarchecks.Sidecars
 	Monitor  *restarts.Monitor
 	Meant    func(restarts.Event) bool
@@ -340,5 +348,5 @@ func (r *run) cannot(why func(promise.ID) promise.Verdict, parts ...Part) {
 func (r *run) env(before *corev1.ConfigMap) *Env {
 	return &Env{C: r.c, Pair: r.in.Pair, Images: r.in.Images, Budget: r.in.Budget, Strategy: r.strategy, Out: r.out,
 		Before: before, Window: r.window, WindowErr: r.windowErr, Stranded: r.stranded, Monitor: r.monitor, Measure: r.measure,
-		Guards: r.tables(), Halt: r.halt}
+		Guards: r.tables(), Halt: r.halt, Forwarded: r.forwarded(), Thresholds: r.in.thresholds(), Probed: r.newerOnly != ""}
 }

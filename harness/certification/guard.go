@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/faults"
@@ -21,9 +22,9 @@ import (
 var GuardPromises = []promise.ID{"rollout.guard.halts", "rollout.guard.quiet"}
 
 // thresholds are the guard's: the input's, else the repository's.
-func (in Input) thresholds() guard.Thresholds {
+func (in Input) thresholds() promise.GuardThresholds {
 	if in.Guard == nil {
-		return guard.Default
+		return promise.DefaultGuard
 	}
 	return *in.Guard
 }
@@ -44,6 +45,52 @@ func (r *run) guarded(load *traffic.Traffic, name, injected string) (*rollout.Ru
 	runner.Guard = g
 	r.guards = append(r.guards, g)
 	return runner, g
+}
+
+// forwarded are the forwarded requests the guards of the run's healthy
+// rollouts read (not the one with a breach on purpose), pooled.
+func (r *run) forwarded() guard.Totals {
+	var t guard.Totals
+	for _, g := range r.guards {
+		if g.Table().Injected == "" {
+			t = t.Add(g.Totals())
+		}
+	}
+	return t
+}
+
+// JudgeObjective judges rollout.forwarded-objective on the forwarded
+// requests of the run's healthy rollouts, pooled: at most th's share
+// failed (5xx or no answer), and forwarding added at most th's bound at
+// p99 over the same request served where the resource lives - each on
+// guard.LatencyFloor requests at least, below which a share or a p99 says
+// too little to judge. probed says whether the traffic asked for a
+// resource only the newer version serves: without one nothing is
+// forwarded.
+func JudgeObjective(t guard.Totals, th promise.GuardThresholds, probed bool) promise.Verdict {
+	const id = "rollout.forwarded-objective"
+	if !probed {
+		return promise.Inapplicable(id, "the pair has no resource only the newer version serves for the traffic to ask for: nothing is forwarded")
+	}
+	if t.Forwarded < guard.LatencyFloor {
+		return promise.Errored(id, "%d forwarded requests over the rollouts: the objective is judged on %d at least", t.Forwarded, guard.LatencyFloor)
+	}
+	share := float64(t.Failed) / float64(t.Forwarded)
+	ev := []string{fmt.Sprintf("%d of %d forwarded requests failed (%.2f%%; at most %g%%)", t.Failed, t.Forwarded, 100*share, 100*th.MaxForwardedFailures)}
+	if share > th.MaxForwardedFailures {
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev, Reason: "more forwarded requests failed than the objective allows: " + ev[0]}
+	}
+	fwd, local, ok := t.P99s()
+	if !ok {
+		return promise.Verdict{ID: id, Outcome: promise.Error, Evidence: ev, Reason: fmt.Sprintf("%d answered forwarded and %d local requests: a p99 is read on %d of each at least",
+			len(t.ForwardedLatencies), len(t.LocalLatencies), guard.LatencyFloor)}
+	}
+	ev = append(ev, fmt.Sprintf("p99 %s forwarded over %d, %s local over %d: forwarding added %s (at most %s)", fwd.Round(time.Millisecond), len(t.ForwardedLatencies),
+		local.Round(time.Millisecond), len(t.LocalLatencies), (fwd-local).Round(time.Millisecond), th.MaxForwardedAddedP99))
+	if fwd-local > th.MaxForwardedAddedP99.Duration {
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev, Reason: "forwarding added more latency at p99 than the objective allows: " + ev[1]}
+	}
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: ev}
 }
 
 // tables are the signal tables of the run's guarded rollouts.

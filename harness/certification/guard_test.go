@@ -2,8 +2,10 @@ package certification
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/skewer-k8s/skewer/harness/guard"
 	"github.com/skewer-k8s/skewer/harness/promise"
@@ -78,6 +80,36 @@ func TestJudgeQuiet(t *testing.T) {
 	} {
 		if v := JudgeQuiet(tables); v.Outcome != promise.Error {
 			t.Errorf("%s: %s (%s), want error: a guard that decided nothing proved nothing", what, v.Outcome, v.Reason)
+		}
+	}
+}
+
+// forwardedTotals are n forwarded requests, failed of them unanswered,
+// the answered taking fwd, and n served locally taking local.
+func forwardedTotals(n, failed int, fwd, local time.Duration) guard.Totals {
+	return guard.Totals{Forwarded: n, Failed: failed,
+		ForwardedLatencies: slices.Repeat([]time.Duration{fwd}, n-failed), LocalLatencies: slices.Repeat([]time.Duration{local}, n)}
+}
+
+func TestJudgeObjective(t *testing.T) {
+	ok := forwardedTotals(380, 1, 30*time.Millisecond, 20*time.Millisecond)
+	if v := JudgeObjective(ok, promise.DefaultGuard, true); v.Outcome != promise.Pass || !strings.Contains(v.Evidence[0], "1 of 380 forwarded requests failed (0.26%") {
+		t.Errorf("1 of 380 failed, 10 ms added: %s %v (%s)", v.Outcome, v.Evidence, v.Reason)
+	}
+	for what, tc := range map[string]struct {
+		t      guard.Totals
+		probed bool
+		want   promise.Outcome
+	}{
+		"2% failed":                      {forwardedTotals(200, 4, 30*time.Millisecond, 20*time.Millisecond), true, promise.Fail},
+		"1.5 s added":                    {forwardedTotals(200, 0, 1600*time.Millisecond, 100*time.Millisecond), true, promise.Fail},
+		"99 forwarded":                   {forwardedTotals(99, 0, 30*time.Millisecond, 20*time.Millisecond), true, promise.Error},
+		"40% failed, too few for a p99":  {forwardedTotals(150, 60, 30*time.Millisecond, 20*time.Millisecond), true, promise.Fail},
+		"too few local for a p99":        {guard.Totals{Forwarded: 150, ForwardedLatencies: slices.Repeat([]time.Duration{time.Millisecond}, 150)}, true, promise.Error},
+		"nothing to forward in the pair": {guard.Totals{}, false, promise.NotApplicable},
+	} {
+		if v := JudgeObjective(tc.t, promise.DefaultGuard, tc.probed); v.Outcome != tc.want {
+			t.Errorf("%s: %s (%s), want %s", what, v.Outcome, v.Reason, tc.want)
 		}
 	}
 }

@@ -1,3 +1,10 @@
+// Package guard watches a rollout the way the Mixed Version Proxy design
+// asks it to be run: after each step it reads the signals of the traffic
+// the step met - the share answered 5xx, the forwarded requests that
+// failed, false 404s, what forwarding added to a request's latency - and
+// halts the rollout before the next step when one crosses its threshold
+// (promise.GuardThresholds). Every decision is kept, step by step: the
+// signal table of a report.
 package guard
 
 import (
@@ -10,9 +17,18 @@ import (
 	"sync"
 	"time"
 
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/report"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 	"github.com/skewer-k8s/skewer/harness/traffic"
+)
+
+// pLatency is the percentile the latency signal reads, and LatencyFloor
+// the fewest samples it is read on: below 100 a p99 is the maximum, and
+// one slow request of a busy host would decide it.
+const (
+	pLatency     = 0.99
+	LatencyFloor = 100
 )
 
 // The signals.
@@ -32,7 +48,7 @@ type Source interface {
 
 // Input says what a Guard watches.
 type Input struct {
-	Thresholds Thresholds
+	Thresholds promise.GuardThresholds
 	// Rollout names the rollout in the signal table.
 	Rollout string
 	// Injected is the breach made on purpose before the rollout, if any.
@@ -60,6 +76,32 @@ type Guard struct {
 	// to decide on is judged with the next.
 	carried map[string][]traffic.Record
 	table   report.GuardedRollout
+	totals  Totals
+}
+
+// Totals are the forwarded requests a Guard read over its whole rollout,
+// and the same request served where the resource lives: what the
+// service objective of proxied requests is judged on.
+type Totals struct {
+	Forwarded, Failed int
+	// Latencies of the answered ones, forwarded and served locally.
+	ForwardedLatencies, LocalLatencies []time.Duration
+}
+
+// Add is t and o pooled.
+func (t Totals) Add(o Totals) Totals {
+	return Totals{Forwarded: t.Forwarded + o.Forwarded, Failed: t.Failed + o.Failed,
+		ForwardedLatencies: append(slices.Clone(t.ForwardedLatencies), o.ForwardedLatencies...),
+		LocalLatencies:     append(slices.Clone(t.LocalLatencies), o.LocalLatencies...)}
+}
+
+// P99s are the p99 latencies of forwarded and local requests, and
+// whether each had the samples a p99 needs.
+func (t Totals) P99s() (fwd, local time.Duration, ok bool) {
+	if len(t.ForwardedLatencies) < LatencyFloor || len(t.LocalLatencies) < LatencyFloor {
+		return 0, 0, false
+	}
+	return percentile(t.ForwardedLatencies, pLatency), percentile(t.LocalLatencies, pLatency), true
 }
 
 // New is a Guard of the rollout in describes, reading src.
@@ -114,6 +156,13 @@ func (g *Guard) After(_ context.Context, done rollout.Step) error {
 	return nil
 }
 
+// Totals are the forwarded requests read so far.
+func (g *Guard) Totals() Totals {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return Totals{}.Add(g.totals)
+}
+
 // Table is the signal table so far.
 func (g *Guard) Table() report.GuardedRollout {
 	g.mu.Lock()
@@ -144,6 +193,19 @@ func (g *Guard) read(fresh []traffic.Record, advertised func(phase, target strin
 				Threshold: g.threshold(name), Decision: report.GuardNA}
 		}
 		return []report.GuardSignal{na(SignalForwarded), all, na(SignalFalse404), na(SignalAddedP99)}
+	}
+	for _, r := range fresh {
+		switch {
+		case forwarded(r):
+			g.totals.Forwarded++
+			if r.Code == 0 || r.Code >= 500 {
+				g.totals.Failed++
+			} else {
+				g.totals.ForwardedLatencies = append(g.totals.ForwardedLatencies, r.Latency)
+			}
+		case isNewAPI(r) && r.Server == g.in.Newer && r.Code != 0:
+			g.totals.LocalLatencies = append(g.totals.LocalLatencies, r.Latency)
+		}
 	}
 	// Forwarded first: where both shares breach, the halt names the
 	// signal that says more.
@@ -228,7 +290,7 @@ func (g *Guard) false404(fresh []traffic.Record, advertised func(phase, target s
 
 // addedP99 compares the p99 latency of answered forwarded requests with
 // that of the same request served where the resource lives, once each
-// has latencyFloor samples.
+// has LatencyFloor samples.
 func (g *Guard) addedP99(fresh []traffic.Record, forwarded func(traffic.Record) bool) report.GuardSignal {
 	sample := g.carried[SignalAddedP99]
 	for _, r := range fresh {
@@ -250,9 +312,9 @@ func (g *Guard) addedP99(fresh []traffic.Record, forwarded func(traffic.Record) 
 		// The p50s, shown: a median needs no floor to mean what it says.
 		s.Value += "; p50 " + added(fwd, local, 0.5)
 	}
-	if len(fwd) < latencyFloor || len(local) < latencyFloor {
+	if len(fwd) < LatencyFloor || len(local) < LatencyFloor {
 		s.Decision = report.GuardPending
-		s.Value += fmt.Sprintf("; p99 once %d of each", latencyFloor)
+		s.Value += fmt.Sprintf("; p99 once %d of each", LatencyFloor)
 	} else {
 		s.Value = "p99 " + added(fwd, local, pLatency) + "; " + s.Value
 		s.Decision = report.GuardOK
@@ -275,7 +337,7 @@ func (g *Guard) threshold(name string) string {
 	case SignalFalse404:
 		return fmt.Sprintf("<= %d", th.MaxFalse404)
 	}
-	return fmt.Sprintf("<= %s over %d samples each", th.MaxForwardedAddedP99, latencyFloor)
+	return fmt.Sprintf("<= %s over %d samples each", th.MaxForwardedAddedP99, LatencyFloor)
 }
 
 // added is what forwarding added at percentile p, and the two.

@@ -3,12 +3,11 @@ package guard
 import (
 	"context"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/report"
 	"github.com/skewer-k8s/skewer/harness/rollout"
 	"github.com/skewer-k8s/skewer/harness/traffic"
@@ -65,7 +64,7 @@ func round(phase string, at float64, code int) []traffic.Record {
 
 func guarded() (*Guard, *steps) {
 	src := &steps{advertised: map[string]bool{}, gone: map[string]bool{}}
-	return New(Input{Thresholds: Default, Rollout: "test", Older: older, Newer: newer}, src), src
+	return New(Input{Thresholds: promise.DefaultGuard, Rollout: "test", Older: older, Newer: newer}, src), src
 }
 
 // after runs one step of phase, over rounds seconds of traffic each
@@ -191,7 +190,7 @@ func TestHaltsOnAFalse404(t *testing.T) {
 
 func TestHaltsWhenForwardingIsSlow(t *testing.T) {
 	g, src := guarded()
-	for i := range latencyFloor {
+	for i := range LatencyFloor {
 		for _, r := range round("01 join", float64(i), 200) {
 			if r.Probe == "new-api" && r.Server == older {
 				r.Latency = 2 * time.Second
@@ -207,7 +206,7 @@ func TestHaltsWhenForwardingIsSlow(t *testing.T) {
 
 func TestNothingForwardedWithoutANewerOnlyResource(t *testing.T) {
 	src := &steps{gone: map[string]bool{}}
-	g := New(Input{Thresholds: Default, Rollout: "test"}, src)
+	g := New(Input{Thresholds: promise.DefaultGuard, Rollout: "test"}, src)
 	if err := after(g, src, "01 join", "", 0, 10, 0); err != nil {
 		t.Fatalf("with no resource to forward, failed asks for one are not forwarded: %v", err)
 	}
@@ -218,52 +217,27 @@ func TestNothingForwardedWithoutANewerOnlyResource(t *testing.T) {
 	}
 }
 
-func TestThresholdsRefuseBadInput(t *testing.T) {
-	for _, tc := range []struct{ set, want string }{
-		{"max5xxShare=-0.1", "want a share from 0 to 1"},
-		{"max5xxShare=NaN", "want a share from 0 to 1"},
-		{"maxForwardedFailures=1.5", "want a share from 0 to 1"},
-		{"confidence=1", "less than 1"},
-		{"maxFalse404=-1", "cannot be negative"},
-		{"maxForwardedAddedP99=-1s", "cannot be negative"},
-		{"minSample=0", "at least 1"},
-		{"p50=1", "the name one of"},
-		{"max5xxShare", "want name=value"},
-		{"maxForwardedAddedP99=1", "missing unit"},
-	} {
-		_, err := Default.Set(tc.set)
-		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("--guard %s: want one line saying %q, got %v", tc.set, tc.want, err)
-		}
+// The totals a rollout's objective is judged on count what the signals
+// read: not the forwards a step cut, not what came before the rollout.
+func TestTotalsCountWhatTheSignalsRead(t *testing.T) {
+	g, src := guarded()
+	src.records = append(src.records, rec("00 before", "cp1", older, "new-api", 503, -5, 0))
+	src.gone["cp5"] = true
+	if err := after(g, src, "01 remove cp5", "cp5", 0, 5, 503); err != nil {
+		t.Fatal(err)
 	}
-	th, err := Default.Set("max5xxShare=0.02")
-	if err != nil || th.Max5xxShare != 0.02 || th.MaxForwardedFailures != Default.MaxForwardedFailures {
-		t.Errorf("--guard max5xxShare=0.02 gave %+v, %v", th, err)
+	if err := after(g, src, "02 check", "", 5, 1, 503); err != nil {
+		t.Fatal(err)
 	}
-}
-
-func TestThresholdsFile(t *testing.T) {
-	// The file in the repository says the defaults.
-	th, err := Thresholds{}.Load(filepath.Join("..", "..", "docs", "guard-thresholds.yaml"))
-	if err != nil || th != Default {
-		t.Fatalf("docs/guard-thresholds.yaml reads %+v (%v), want the defaults %+v", th, err, Default)
+	if err := after(g, src, "03 start a node", "cp6", 6, 10, 200); err != nil {
+		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "guard.yaml")
-	for _, tc := range []struct{ file, want string }{
-		{"max5xxShare: 0.05\n", ""},
-		{"max5xxShare: 2\n", "want a share from 0 to 1"},
-		{"p99: 1s\n", "unknown field"},
-		{"maxForwardedAddedP99: 1\n", "in quotes"},
-	} {
-		if err := os.WriteFile(path, []byte(tc.file), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		th, err := Default.Load(path)
-		switch {
-		case tc.want == "" && (err != nil || th.Max5xxShare != 0.05 || th.MinSample != Default.MinSample):
-			t.Errorf("%q: got %+v, %v", tc.file, th, err)
-		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-			t.Errorf("%q: want an error saying %q, got %v", tc.file, tc.want, err)
-		}
+	tot := g.Totals()
+	if tot.Forwarded != 20 || tot.Failed != 0 || len(tot.ForwardedLatencies) != 20 || len(tot.LocalLatencies) != 10 {
+		t.Errorf("totals %d forwarded, %d failed, %d/%d latencies: want the third step's 20 forwarded and its 10 local",
+			tot.Forwarded, tot.Failed, len(tot.ForwardedLatencies), len(tot.LocalLatencies))
+	}
+	if _, _, ok := tot.P99s(); ok {
+		t.Error("a p99 read on 20 samples")
 	}
 }

@@ -38,6 +38,7 @@ var catalogue = []Promise{
 	{"rollout.disruption-budget", "unavailability per backend and connection type stays within the budgets"},
 	{"rollout.guard.halts", "a breach made on purpose (forwarded requests black-holed) halts the rollout at the next step, before any older control plane goes, and it is rolled back"},
 	{"rollout.guard.quiet", "the rollout guard halts no healthy rollout, and decides its signals on enough requests in each"},
+	{"rollout.forwarded-objective", "over every rollout under the traffic, forwarded requests meet the proxy's service objective: at most 1% answered 5xx or not at all (KEP-4020), and forwarding adds at most 1 s at p99, on at least 100 of each"},
 
 	// The Mixed Version Proxy in the mixed window.
 	{"proxy.route.verbs", "an old apiserver serves a resource only its newer peer knows, for get, list, create, update, delete and watch"},

@@ -33,7 +33,7 @@ func Merge(shards ...*Results) (*Results, error) {
 	byStrategy := map[string][]origin{}
 	var incomplete []string
 	merged := &Results{Schema: SchemaID, Tool: first.Tool, From: first.From, To: first.To, Started: first.Started,
-		Strict: first.Strict, Budget: first.Budget, Host: first.Host, Images: first.Images}
+		Strict: first.Strict, Budget: first.Budget, GuardThresholds: first.GuardThresholds, Host: first.Host, Images: first.Images}
 	for i, s := range shards {
 		for _, d := range differences(first, s) {
 			errs = append(errs, fmt.Sprintf("input %d is not a shard of the same certification as input 1: %s", i+1, d))
@@ -88,6 +88,7 @@ func differences(a, b *Results) []string {
 	differ("skewer", a.Tool, b.Tool)
 	differ("--strict", a.Strict, b.Strict)
 	differ("budget", a.Budget, b.Budget)
+	differ("guard thresholds", a.GuardThresholds, b.GuardThresholds)
 	differ("node images", a.Images, b.Images)
 	return out
 }

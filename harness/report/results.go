@@ -51,6 +51,9 @@ type Results struct {
 	Coverage Coverage `json:"coverage"`
 	// Budget is what rollout.disruption-budget held the traffic to.
 	Budget *promise.Budget `json:"budget,omitempty"`
+	// GuardThresholds are what the rollout guard held every step of a
+	// rollout under the traffic to.
+	GuardThresholds *promise.GuardThresholds `json:"guardThresholds,omitempty"`
 	// Host and Images say what the verdicts were reached on.
 	Host   *Host       `json:"host,omitempty"`
 	Images []NodeImage `json:"images,omitempty"`

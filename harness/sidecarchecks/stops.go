@@ -1,6 +1,7 @@
 package sidecarchecks
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -14,6 +15,13 @@ import (
 	"github.com/skewer-k8s/skewer/harness/sidecar"
 )
 
+// probeHungAfter is when the hung-helper case's helper stops answering,
+// after its start: its readiness probe (every second) has found it ready
+// by then, which ends the batch's rollout, and the batch settles 6 s
+// after that - a probe failure a second from the hang on (one was seen
+// in a settle of 3 s, session 37: too close to none).
+const probeHungAfter = 3 * time.Second
+
 // stopCase is a Deployment made to breach one stop condition when its
 // helper is migrated, and the breach the migration must name.
 type stopCase struct {
@@ -22,7 +30,9 @@ type stopCase struct {
 	replicas int32
 	recreate bool
 	stop     sidecar.StopConditions
-	want     string
+	// settle is how long the batch settles once rolled out (default 3 s).
+	settle time.Duration
+	want   string
 	// pod is the legacy Pod the Deployment runs.
 	pod func(b podBuilder) *corev1.Pod
 }
@@ -32,7 +42,8 @@ type stopCase struct {
 // breach are breached here, one each, by a Deployment made for it and
 // picked by a label selector: ready latency (a helper that loads for
 // 15 s, ReadyWithin 5 s), readiness failures (one that loads for 6 s
-// under a 1 s readiness probe, at most 2 failures), unavailable replicas
+// under a 1 s readiness probe, at most 2 failures; one that hangs, alive
+// and silent, once ready, none allowed), unavailable replicas
 // (2 replicas replaced by Recreate, none may be unavailable) and flush
 // loss (a log agent too slow for its app, counted from its sink once the
 // replaced Pod is gone; none may be lost). Each migration must stop at
@@ -62,6 +73,14 @@ func (s *Sidecars) stopConditions(ctx context.Context) ([]string, error) {
 			stop: sidecar.StopConditions{ReadyWithin: 5 * time.Second}, want: "ReadyWithin 5s breached"},
 		{name: "readiness-failures", helper: CrashingSidecar, replicas: 1, pod: proxy("6s"),
 			stop: withStop(bounded, func(c *sidecar.StopConditions) { c.MaxReadinessFailures = 2 }), want: "MaxReadinessFailures 2 breached"},
+		// Ready, then hung: alive and silent, every readiness probe from
+		// then on fails (probeHungAfter after its start: past its first
+		// probe, before the batch has settled).
+		{name: "hung-helper", helper: CrashingSidecar, replicas: 1, pod: func(b podBuilder) *corev1.Pod {
+			p := b.container(CrashingSidecar, "proxy", "-load-after", "0s", "-hang-after", probeHungAfter.String())
+			p.ReadinessProbe = readyProbe()
+			return b.pod(nil, []corev1.Container{b.container("app", "app"), p})
+		}, stop: withStop(bounded, func(c *sidecar.StopConditions) { c.MaxReadinessFailures = 0 }), settle: 6 * time.Second, want: "MaxReadinessFailures 0 breached"},
 		{name: "unavailable", helper: CrashingSidecar, replicas: 2, recreate: true, pod: proxy("0s"),
 			stop: bounded, want: "MaxUnavailable 0 breached"},
 		{name: "flush-loss", helper: "log-agent", replicas: 1, pod: func(b podBuilder) *corev1.Pod {
@@ -86,7 +105,7 @@ func (s *Sidecars) stopConditions(ctx context.Context) ([]string, error) {
 	}
 	var ev []string
 	for _, c := range cases {
-		m := &sidecar.Migration{Client: s.cs, Helpers: []string{c.helper}, Stop: c.stop, Settle: 3 * time.Second,
+		m := &sidecar.Migration{Client: s.cs, Helpers: []string{c.helper}, Stop: c.stop, Settle: cmp.Or(c.settle, 3*time.Second),
 			Selections: []sidecar.Selection{{Namespace: ns, LabelSelector: "case=" + c.name}, {Namespace: ns, LabelSelector: "case=" + bystander.name}}}
 		results, err := m.Run(ctx)
 		if err != nil {

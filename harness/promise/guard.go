@@ -1,10 +1,4 @@
-// Package guard watches a rollout the way the Mixed Version Proxy design
-// asks it to be run: after each step it reads the signals of the traffic
-// the step met - the share answered 5xx, the forwarded requests that
-// failed, false 404s, what forwarding added to a request's latency - and
-// halts the rollout before the next step when one crosses its threshold.
-// Every decision is kept, step by step: the signal table of a report.
-package guard
+package promise
 
 import (
 	"errors"
@@ -18,11 +12,11 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// Thresholds are the bounds a guarded rollout's signals keep after every
-// step. The defaults (Default) are argued in docs/guard.md; a file
+// GuardThresholds are the bounds a guarded rollout's signals keep after every
+// step. The defaults (DefaultGuard) are argued in docs/guard.md; a file
 // (docs/guard-thresholds.yaml holds them) and --guard name=value change
-// them.
-type Thresholds struct {
+// them. harness/guard reads the signals.
+type GuardThresholds struct {
 	// Max5xxShare is the share (0 to 1) of requests, through every target
 	// no step acted on, that may be answered with a 5xx.
 	Max5xxShare float64 `json:"max5xxShare"`
@@ -59,29 +53,21 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// pLatency is the percentile the latency signal reads, and latencyFloor
-// the fewest samples it is read on: below 100 a p99 is the maximum, and
-// one slow request of a busy host would decide it.
-const (
-	pLatency     = 0.99
-	latencyFloor = 100
-)
-
-// Default are the repository's thresholds, argued in docs/guard.md:
+// DefaultGuard are the repository's thresholds, argued in docs/guard.md:
 // KEP-4020's objective (99% of proxied requests without a 5xx) for both
 // shares, no false 404 while the proxy is on (the design's own bound),
 // a forwarded request at most 1 s slower at p99 than a local one (the
 // upstream API call latency SLO for a single object, which a forwarded
 // request must still meet), breaches decided at 99% confidence, and no
 // share decided on fewer than 10 requests.
-var Default = Thresholds{
+var DefaultGuard = GuardThresholds{
 	Max5xxShare: 0.01, MaxForwardedFailures: 0.01, MaxFalse404: 0,
 	MaxForwardedAddedP99: Duration{time.Second}, Confidence: 0.99, MinSample: 10,
 }
 
 // Validate refuses thresholds no rollout could be held to, each reason
 // in one line.
-func (t Thresholds) Validate() error {
+func (t GuardThresholds) Validate() error {
 	var errs []error
 	share := func(name string, v float64) {
 		if !(v >= 0 && v <= 1) { // NaN too
@@ -105,30 +91,30 @@ func (t Thresholds) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Names are the thresholds' names, as a file and --guard write them.
-func Names() []string {
+// GuardNames are the thresholds' names, as a file and --guard write them.
+func GuardNames() []string {
 	return []string{"max5xxShare", "maxForwardedFailures", "maxFalse404", "maxForwardedAddedP99", "confidence", "minSample"}
 }
 
 // Load reads thresholds from a YAML or JSON file over t: what the file
 // does not name keeps t's value; a name the file gives that is not a
 // threshold is refused.
-func (t Thresholds) Load(path string) (Thresholds, error) {
+func (t GuardThresholds) Load(path string) (GuardThresholds, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return t, fmt.Errorf("guard thresholds: %w", err)
 	}
 	if err := yaml.UnmarshalStrict(raw, &t); err != nil {
-		return t, fmt.Errorf("guard thresholds %s: %w (the names are %s)", path, err, strings.Join(Names(), ", "))
+		return t, fmt.Errorf("guard thresholds %s: %w (the names are %s)", path, err, strings.Join(GuardNames(), ", "))
 	}
 	return t, t.Validate()
 }
 
 // Set changes one threshold from name=value, as --guard gives it.
-func (t Thresholds) Set(assignment string) (Thresholds, error) {
+func (t GuardThresholds) Set(assignment string) (GuardThresholds, error) {
 	name, value, ok := strings.Cut(assignment, "=")
-	if !ok || !slices.Contains(Names(), name) {
-		return t, fmt.Errorf("--guard %q: want name=value, the name one of %s", assignment, strings.Join(Names(), ", "))
+	if !ok || !slices.Contains(GuardNames(), name) {
+		return t, fmt.Errorf("--guard %q: want name=value, the name one of %s", assignment, strings.Join(GuardNames(), ", "))
 	}
 	var err error
 	switch name {
