@@ -150,6 +150,40 @@ func CheckAudit(ctx context.Context, c *cluster.Cluster, w *Window, ids []string
 	for _, id := range ids {
 		want[id] = true
 	}
+	t, err := readTrail(ctx, c, w, want)
+	counted := fmt.Sprintf("%d sent through %s; %d logged there, %d at the peers; %d missing, %d duplicated, %d under another user",
+		len(want), old.Name, len(t.entry), len(t.peers), len(t.missing), len(t.dup), len(t.otherUser))
+	var out []promise.Verdict
+	switch {
+	case err != nil && len(t.missing) == 0:
+		out = append(out, fail(complete, "%v", err))
+	case len(t.missing)+len(t.dup)+len(t.otherUser) > 0:
+		v := fail(complete, "%s", counted)
+		v.Evidence = append(append(append([]string{}, t.missing...), t.dup...), t.otherUser...)
+		out = append(out, v)
+	default:
+		out = append(out, promise.Verdict{ID: complete, Outcome: promise.Pass, Evidence: []string{counted}})
+	}
+	var finals []audit.Event
+	for _, evs := range t.entry {
+		finals = append(finals, evs...)
+	}
+	return append(out, FinalStages(old.Name, finals, t.peers)...)
+}
+
+// auditTrail is where the requests sent through a window's first older
+// apiserver were logged, by audit ID: their final events at that entry
+// and at the newer peers, and which were missing from either, logged
+// twice, or logged under another user at the peer.
+type auditTrail struct {
+	entry, peers            map[string][]audit.Event
+	missing, dup, otherUser []string
+}
+
+// readTrail reads the trail of the requests want from the audit logs of
+// w's first older apiserver and its newer ones, until every one is in
+// both (or the wait's budget ends: the error says so).
+func readTrail(ctx context.Context, c *cluster.Cluster, w *Window, want map[string]bool) (auditTrail, error) {
 	read := func(node string) (map[string][]audit.Event, error) {
 		evs, err := audit.Read(c.AuditLog(node), func(e *audit.Event) bool {
 			return want[string(e.AuditID)] && (e.Stage == "ResponseComplete" || e.Stage == "Panic")
@@ -160,56 +194,37 @@ func CheckAudit(ctx context.Context, c *cluster.Cluster, w *Window, ids []string
 		}
 		return out, err
 	}
-	var entry, peers map[string][]audit.Event
-	var missing, dup, otherUser []string
-	err := wait.For(ctx, "certify/audit-written", fmt.Sprintf("%d requests' audit events", len(ids)), func(ctx context.Context) (bool, string, error) {
+	var t auditTrail
+	err := wait.For(ctx, "certify/audit-written", fmt.Sprintf("%d requests' audit events", len(want)), func(ctx context.Context) (bool, string, error) {
 		var err error
-		if entry, err = read(old.Name); err != nil {
+		if t.entry, err = read(w.Old[0].Name); err != nil {
 			return false, "", err
 		}
-		peers = map[string][]audit.Event{}
+		t.peers = map[string][]audit.Event{}
 		for _, p := range w.New {
 			got, err := read(p.Name)
 			if err != nil {
 				return false, "", err
 			}
 			for id, evs := range got {
-				peers[id] = append(peers[id], evs...)
+				t.peers[id] = append(t.peers[id], evs...)
 			}
 		}
-		missing, dup, otherUser = nil, nil, nil
+		t.missing, t.dup, t.otherUser = nil, nil, nil
 		for id := range want {
-			e, p := entry[id], peers[id]
+			e, p := t.entry[id], t.peers[id]
 			switch {
 			case len(e) == 0 || len(p) == 0:
-				missing = append(missing, id)
+				t.missing = append(t.missing, id)
 			case len(e) > 1 || len(p) > 1:
-				dup = append(dup, id)
+				t.dup = append(t.dup, id)
 			case e[0].User.Username != p[0].User.Username:
-				otherUser = append(otherUser, fmt.Sprintf("%s (%s at the entry, %s at the peer)", id, e[0].User.Username, p[0].User.Username))
+				t.otherUser = append(t.otherUser, fmt.Sprintf("%s (%s at the entry, %s at the peer)", id, e[0].User.Username, p[0].User.Username))
 			}
 		}
-		return len(missing) == 0, fmt.Sprintf("%d of %d not yet in both logs", len(missing), len(want)), nil
+		return len(t.missing) == 0, fmt.Sprintf("%d of %d not yet in both logs", len(t.missing), len(want)), nil
 	})
-	counted := fmt.Sprintf("%d sent through %s; %d logged there, %d at the peers; %d missing, %d duplicated, %d under another user",
-		len(want), old.Name, len(entry), len(peers), len(missing), len(dup), len(otherUser))
-	var out []promise.Verdict
-	switch {
-	case err != nil && len(missing) == 0:
-		out = append(out, fail(complete, "%v", err))
-	case len(missing)+len(dup)+len(otherUser) > 0:
-		v := fail(complete, "%s", counted)
-		v.Evidence = append(append(append([]string{}, missing...), dup...), otherUser...)
-		out = append(out, v)
-	default:
-		out = append(out, promise.Verdict{ID: complete, Outcome: promise.Pass, Evidence: []string{counted}})
-	}
-	var finals []audit.Event
-	for _, evs := range entry {
-		finals = append(finals, evs...)
-	}
-	out = append(out, FinalStages(old.Name, finals, peers)...)
-	return out
+	return t, err
 }
 
 const finalStage, watchFinalStage = "proxy.audit.final-stage", "proxy.audit.watch-final-stage"

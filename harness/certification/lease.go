@@ -55,14 +55,8 @@ func CheckForgedLease(ctx context.Context, c *cluster.Cluster, w *Window) promis
 	}
 	defer node.Run(context.WithoutCancel(ctx), append([]string{"iptables", "-D"}, count...)...)
 
-	name := fmt.Sprintf("kube-apiserver-skewer-forged-%x", time.Now().UnixNano()&0xffffff)
-	now := metav1.NewMicroTime(time.Now())
-	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system",
-			Labels:      map[string]string{"apiserver.kubernetes.io/identity": "kube-apiserver", "kubernetes.io/hostname": "skewer-forged"},
-			Annotations: map[string]string{corev1.AnnotationPeerAdvertiseAddress: fmt.Sprintf("%s:%d", decoy, cluster.APIServerPort)}},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: &name, LeaseDurationSeconds: ptr(int32(3600)), AcquireTime: &now, RenewTime: &now},
-	}
+	lease := forgedLease()
+	name := lease.Name
 	before, err := scrape(ctx, old)
 	if err != nil {
 		return fail(id, "%v", err)
@@ -97,13 +91,37 @@ func CheckForgedLease(ctx context.Context, c *cluster.Cluster, w *Window) promis
 	packets, perr := countedPackets(ctx, node, decoy)
 	var syncErrors []string
 	if serr == nil {
-		if moved, err := metrics.Delta(before, after, peerDiscoverySyncErrors, map[string]string{"type": "hostport_resolution"}); err == nil {
-			syncErrors = append(syncErrors, fmt.Sprintf("%s{type=hostport_resolution} on %s moved by %g: the forged peer's address never resolved", peerDiscoverySyncErrors, old.Name, moved))
-		} else if !errors.Is(err, metrics.ErrNotExported) {
-			syncErrors = append(syncErrors, err.Error())
-		}
+		syncErrors = syncErrorsMoved(before, after, old.Name)
 	}
 	return forgedLeaseVerdict(forgedLeaseSeen{lease: name, entry: old.Name, node: node.Name, lists: n, bad: bad, where: where, packets: packets, packetsErr: perr}, syncErrors...)
+}
+
+// forgedLease is an apiserver identity Lease no apiserver holds, its
+// peer address the decoy's: what anyone allowed to write Leases in
+// kube-system can forge.
+func forgedLease() *coordinationv1.Lease {
+	name := fmt.Sprintf("kube-apiserver-skewer-forged-%x", time.Now().UnixNano()&0xffffff)
+	now := metav1.NewMicroTime(time.Now())
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system",
+			Labels:      map[string]string{"apiserver.kubernetes.io/identity": "kube-apiserver", "kubernetes.io/hostname": "skewer-forged"},
+			Annotations: map[string]string{corev1.AnnotationPeerAdvertiseAddress: fmt.Sprintf("%s:%d", decoy, cluster.APIServerPort)}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &name, LeaseDurationSeconds: ptr(int32(3600)), AcquireTime: &now, RenewTime: &now},
+	}
+}
+
+// syncErrorsMoved says by how much entry's peer discovery sync errors of
+// hostport resolution moved between its scrapes before and after: the
+// forged peer's address never resolving, where the version exports it.
+func syncErrorsMoved(before, after metrics.Snapshot, entry string) []string {
+	moved, err := metrics.Delta(before, after, peerDiscoverySyncErrors, map[string]string{"type": "hostport_resolution"})
+	switch {
+	case err == nil:
+		return []string{fmt.Sprintf("%s{type=hostport_resolution} on %s moved by %g: the forged peer's address never resolved", peerDiscoverySyncErrors, entry, moved)}
+	case errors.Is(err, metrics.ErrNotExported):
+		return nil
+	}
+	return []string{err.Error()}
 }
 
 // forgedLeaseSeen is what the forged-lease check saw: the forged Lease's

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/discovery"
@@ -51,56 +52,78 @@ func CheckScope(ctx context.Context, c *cluster.Cluster, w *Window) promise.Verd
 		}
 	}
 	all := append(append([]Server{}, w.Old...), w.New...)
-	defer func() {
-		ctx := context.WithoutCancel(ctx)
-		_ = rc.Delete().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.certify.skewer.io").Do(ctx).Error()
-		_ = rc.Delete().AbsPath("/apis/apiregistration.k8s.io/v1/apiservices/v1.certify-agg.skewer.io").Do(ctx).Error()
-		// Gone from every apiserver's discovery before the next check
-		// compares their views: each drops a deleted CRD in its own time.
-		_ = waitDiscovery(ctx, all, discovery.Local, "the scope check's groups gone from every apiserver's discovery", func(local discovery.Set) []string {
-			var left []string
-			for _, r := range local {
-				if strings.HasSuffix(r.Group, ".skewer.io") {
-					left = append(left, "serves "+r.Key())
-				}
-			}
-			return left
-		})
-	}()
+	defer removeScope(context.WithoutCancel(ctx), rc, all)
 	var ev []string
 	for _, s := range all {
-		cs, err := s.client()
+		line, err := askScope(ctx, c, s, all)
 		if err != nil {
 			return fail(id, "%v", err)
 		}
-		// The CRD's resource, once this server has established it.
-		err = wait.For(ctx, "certify/crd-established", "widgets served by "+s.Name, func(ctx context.Context) (bool, string, error) {
-			if err := cs.Discovery().RESTClient().Get().AbsPath("/apis/certify.skewer.io/v1/namespaces/default/widgets").Do(ctx).Error(); err != nil {
-				return false, err.Error(), nil
-			}
-			return true, "", nil
-		})
-		if err != nil {
-			return fail(id, "%v", err)
+		if line.verdict != nil {
+			return *line.verdict
 		}
-		tcs, ids, err := s.traced()
-		if err != nil {
-			return fail(id, "%v", err)
-		}
-		src := tcs.Discovery().RESTClient()
-		crdErr := src.Get().AbsPath("/apis/certify.skewer.io/v1/namespaces/default/widgets").Do(ctx).Error()
-		start := time.Now()
-		aggErr := src.Get().AbsPath("/apis/certify-agg.skewer.io/v1/things").Do(ctx).Error()
-		took := time.Since(start)
-		if v := scopeAnswers(s, crdErr, aggErr, took); v != nil {
-			return *v
-		}
-		if err := notForwarded(ctx, c, s, all, ids.all()); err != nil {
-			return fail(id, "%v", err)
-		}
-		ev = append(ev, fmt.Sprintf("%s: widgets 200, APIService 503 in %s", s.Name, took.Round(time.Millisecond)))
+		ev = append(ev, line.said)
 	}
 	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: append(ev, "each logged by the server asked alone")}
+}
+
+// removeScope deletes the scope check's CRD and APIService, and waits
+// until no apiserver's discovery has their groups: each drops a deleted
+// CRD in its own time, and the next check compares their views.
+func removeScope(ctx context.Context, rc rest.Interface, all []Server) {
+	_ = rc.Delete().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.certify.skewer.io").Do(ctx).Error()
+	_ = rc.Delete().AbsPath("/apis/apiregistration.k8s.io/v1/apiservices/v1.certify-agg.skewer.io").Do(ctx).Error()
+	_ = waitDiscovery(ctx, all, discovery.Local, "the scope check's groups gone from every apiserver's discovery", func(local discovery.Set) []string {
+		var left []string
+		for _, r := range local {
+			if strings.HasSuffix(r.Group, ".skewer.io") {
+				left = append(left, "serves "+r.Key())
+			}
+		}
+		return left
+	})
+}
+
+// scopeSeen is how one apiserver answered the scope check: a line of
+// evidence, or the verdict its answers failed.
+type scopeSeen struct {
+	said    string
+	verdict *promise.Verdict
+}
+
+// askScope asks s, once it has established the CRD, for the CRD's
+// widgets and for the APIService without a backend, and finds who logged
+// the requests among all.
+func askScope(ctx context.Context, c *cluster.Cluster, s Server, all []Server) (scopeSeen, error) {
+	cs, err := s.client()
+	if err != nil {
+		return scopeSeen{}, err
+	}
+	err = wait.For(ctx, "certify/crd-established", "widgets served by "+s.Name, func(ctx context.Context) (bool, string, error) {
+		if err := cs.Discovery().RESTClient().Get().AbsPath("/apis/certify.skewer.io/v1/namespaces/default/widgets").Do(ctx).Error(); err != nil {
+			return false, err.Error(), nil
+		}
+		return true, "", nil
+	})
+	if err != nil {
+		return scopeSeen{}, err
+	}
+	tcs, ids, err := s.traced()
+	if err != nil {
+		return scopeSeen{}, err
+	}
+	src := tcs.Discovery().RESTClient()
+	crdErr := src.Get().AbsPath("/apis/certify.skewer.io/v1/namespaces/default/widgets").Do(ctx).Error()
+	start := time.Now()
+	aggErr := src.Get().AbsPath("/apis/certify-agg.skewer.io/v1/things").Do(ctx).Error()
+	took := time.Since(start)
+	if v := scopeAnswers(s, crdErr, aggErr, took); v != nil {
+		return scopeSeen{verdict: v}, nil
+	}
+	if err := notForwarded(ctx, c, s, all, ids.all()); err != nil {
+		return scopeSeen{}, err
+	}
+	return scopeSeen{said: fmt.Sprintf("%s: widgets 200, APIService 503 in %s", s.Name, took.Round(time.Millisecond))}, nil
 }
 
 // scopeAnswers judges proxy.scope.crd-apiservice on how s answered for

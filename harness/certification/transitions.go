@@ -132,7 +132,6 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 // traffic when its verdicts are wanted: back to all-old, forward to two
 // of three, then through - each part as the plan needs it.
 func (r *run) surgeThrough(ctx context.Context, plan surgePlan, before *corev1.ConfigMap) error {
-	from, to := r.in.Pair.From, r.in.Pair.To
 	if !plan.through && !(plan.window && plan.rollback) {
 		return nil // what was selected is judged; the cluster goes as it is
 	}
@@ -147,48 +146,13 @@ func (r *run) surgeThrough(ctx context.Context, plan surgePlan, before *corev1.C
 	if !plan.window {
 		return r.through(ctx, rollout.StrategySurge, load, before)
 	}
-	name := fmt.Sprintf("roll back to %s under traffic", from)
-	breach := plan.halts && load != nil && r.window != nil
-	if breach {
-		name = fmt.Sprintf("a breach on purpose halts the rollout to %s; %s", to, name)
-	}
-	if err := r.phase(ctx, name, func(ctx context.Context) error {
-		if breach {
-			var err error
-			if r.halt, err = r.breachOnPurpose(ctx, load, r.window); err != nil {
-				return err
-			}
-		}
-		runner, _ := r.guarded(load, fmt.Sprintf("roll back to %s", from), "")
-		if err := rollout.Rollback(ctx, r.c, rollout.RollbackInput{To: from, Images: r.in.Images, Runner: runner}); err != nil {
-			return err
-		}
-		e := r.env(before)
-		e.After = "the rollback"
-		return r.judgeIn(ctx, partRollback, e)
-	}); err != nil {
+	if err := r.rollback(ctx, plan, load, before); err != nil {
 		return err
 	}
 	var two *Window
 	if r.window != nil && plan.windowTwo {
-		if err := r.phase(ctx, fmt.Sprintf("the mixed window again: two control planes at %s, under the traffic", to), func(ctx context.Context) error {
-			runner, _ := r.guarded(load, fmt.Sprintf("two control planes to %s", to), "")
-			if err := rollout.Roll(ctx, r.c, rollout.RollInput{To: to, Strategy: rollout.StrategySurge, PauseAfter: 2, Images: r.in.Images, Runner: runner}); err != nil {
-				return err
-			}
-			e := r.env(before)
-			e.After = "two steps forward"
-			if err := r.judgeIn(ctx, partWindowTwo, e); err != nil {
-				return err
-			}
-			var err error
-			if two, err = OpenWindow(ctx, r.c, to, []discovery.Resource{r.window.Resource}); err != nil {
-				r.cannot(func(id promise.ID) promise.Verdict {
-					return promise.Errored(id, "the mixed window with two could not be opened: %v", err)
-				}, partTwoFaults)
-			}
-			return nil
-		}); err != nil {
+		var err error
+		if two, err = r.windowTwo(ctx, load, before); err != nil {
 			return err
 		}
 	}
@@ -206,6 +170,60 @@ func (r *run) surgeThrough(ctx context.Context, plan surgePlan, before *corev1.C
 		return nil
 	}
 	return r.through(ctx, rollout.StrategySurge, load, before)
+}
+
+// rollback returns the cluster from the mixed window to all-From under
+// the traffic, after a rollout resumed with a breach on purpose when the
+// plan has one.
+func (r *run) rollback(ctx context.Context, plan surgePlan, load *traffic.Traffic, before *corev1.ConfigMap) error {
+	from := r.in.Pair.From
+	name := fmt.Sprintf("roll back to %s under traffic", from)
+	breach := plan.halts && load != nil && r.window != nil
+	if breach {
+		name = fmt.Sprintf("a breach on purpose halts the rollout to %s; %s", r.in.Pair.To, name)
+	}
+	return r.phase(ctx, name, func(ctx context.Context) error {
+		if breach {
+			var err error
+			if r.halt, err = r.breachOnPurpose(ctx, load, r.window); err != nil {
+				return err
+			}
+		}
+		runner, _ := r.guarded(load, fmt.Sprintf("roll back to %s", from), "")
+		if err := rollout.Rollback(ctx, r.c, rollout.RollbackInput{To: from, Images: r.in.Images, Runner: runner}); err != nil {
+			return err
+		}
+		e := r.env(before)
+		e.After = "the rollback"
+		return r.judgeIn(ctx, partRollback, e)
+	})
+}
+
+// windowTwo rolls two control planes to To under the traffic and opens
+// the window they make on window one's resource, for its faults (nil when
+// it cannot be opened: they are errors then).
+func (r *run) windowTwo(ctx context.Context, load *traffic.Traffic, before *corev1.ConfigMap) (*Window, error) {
+	to := r.in.Pair.To
+	var two *Window
+	err := r.phase(ctx, fmt.Sprintf("the mixed window again: two control planes at %s, under the traffic", to), func(ctx context.Context) error {
+		runner, _ := r.guarded(load, fmt.Sprintf("two control planes to %s", to), "")
+		if err := rollout.Roll(ctx, r.c, rollout.RollInput{To: to, Strategy: rollout.StrategySurge, PauseAfter: 2, Images: r.in.Images, Runner: runner}); err != nil {
+			return err
+		}
+		e := r.env(before)
+		e.After = "two steps forward"
+		if err := r.judgeIn(ctx, partWindowTwo, e); err != nil {
+			return err
+		}
+		var err error
+		if two, err = OpenWindow(ctx, r.c, to, []discovery.Resource{r.window.Resource}); err != nil {
+			r.cannot(func(id promise.ID) promise.Verdict {
+				return promise.Errored(id, "the mixed window with two could not be opened: %v", err)
+			}, partTwoFaults)
+		}
+		return nil
+	})
+	return two, err
 }
 
 func (r *run) inPlace(ctx context.Context, before *corev1.ConfigMap) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -131,48 +132,8 @@ func NodeVersions(ctx context.Context, c *cluster.Cluster) (map[string]version.V
 // with nothing half done.
 func Recover() []Action {
 	return []Action{
-		Do("stop any kubeadm a cut-short rollout left running", func(ctx context.Context, c *cluster.Cluster) error {
-			cps, err := c.ControlPlanes(ctx)
-			if err != nil {
-				return err
-			}
-			for _, n := range cps {
-				_, _ = n.Run(ctx, "pkill", "-9", "-x", "kubeadm") // exits 1 when there is none
-			}
-			return nil
-		}),
-		Do("discard control planes that are not whole", func(ctx context.Context, c *cluster.Cluster) error {
-			members, err := Census(ctx, c)
-			if err != nil {
-				return err
-			}
-			cps, err := c.ControlPlanes(ctx)
-			if err != nil {
-				return err
-			}
-			whole := 0
-			for _, m := range members {
-				if m.Complete() {
-					whole++
-				}
-			}
-			if whole == 0 {
-				return fmt.Errorf("no control plane is whole: nothing to recover from")
-			}
-			for _, m := range members {
-				if m.Complete() {
-					continue
-				}
-				for _, n := range cps {
-					if n.Name == m.Name {
-						if err := discardControlPlane(ctx, c, n); err != nil {
-							return fmt.Errorf("failed to discard %s: %w", n.Name, err)
-						}
-					}
-				}
-			}
-			return nil
-		}),
+		Do("stop any kubeadm a cut-short rollout left running", stopKubeadms),
+		Do("discard control planes that are not whole", discardUnwhole),
 		Do("remove etcd members that no control plane carries", func(ctx context.Context, c *cluster.Cluster) error {
 			cps, err := c.ControlPlanes(ctx)
 			if err != nil {
@@ -196,6 +157,48 @@ func Recover() []Action {
 			return nil
 		}),
 	}
+}
+
+// stopKubeadms kills a kubeadm still running in any control plane: a
+// cancelled `docker exec` leaves it running.
+func stopKubeadms(ctx context.Context, c *cluster.Cluster) error {
+	cps, err := c.ControlPlanes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range cps {
+		_, _ = n.Run(ctx, "pkill", "-9", "-x", "kubeadm") // exits 1 when there is none
+	}
+	return nil
+}
+
+// discardUnwhole takes out every control plane that is not whole, so long
+// as one is.
+func discardUnwhole(ctx context.Context, c *cluster.Cluster) error {
+	members, err := Census(ctx, c)
+	if err != nil {
+		return err
+	}
+	cps, err := c.ControlPlanes(ctx)
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(members, Member.Complete) {
+		return fmt.Errorf("no control plane is whole: nothing to recover from")
+	}
+	for _, m := range members {
+		if m.Complete() {
+			continue
+		}
+		for _, n := range cps {
+			if n.Name == m.Name {
+				if err := discardControlPlane(ctx, c, n); err != nil {
+					return fmt.Errorf("failed to discard %s: %w", n.Name, err)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // Describe is one line per control plane: its version, or why it does not

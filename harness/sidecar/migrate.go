@@ -159,26 +159,8 @@ func (m *Migration) runBatch(ctx context.Context, batch []Target) (BatchResult, 
 		res.Breach = strings.Join(append([]string{fmt.Sprintf("ReadyWithin %s breached: %v", m.Stop.ReadyWithin, err)}, m.Stop.breaches(res, m.Settle)...), "; ")
 		return res, nil
 	}
-	select {
-	case <-ctx.Done():
-		return res, ctx.Err()
-	case <-time.After(m.Settle):
-	}
-	fresh, err := newPods(ctx, m.Client, batch, replaced)
-	if err != nil {
+	if err := m.settled(ctx, &res); err != nil {
 		return res, err
-	}
-	res.Restarts = restarts(fresh)
-	if res.ReadinessFailures, err = readinessFailures(ctx, m.Client, fresh); err != nil {
-		return res, err
-	}
-	if m.Stop.LostLines != nil {
-		if err := waitGone(ctx, m.Client, replaced); err != nil {
-			return res, err
-		}
-		if res.LostLines, err = m.Stop.LostLines(ctx, replaced); err != nil {
-			return res, fmt.Errorf("failed to count the lines the replaced Pods lost: %w", err)
-		}
 	}
 	if b := m.Stop.breaches(res, m.Settle); len(b) > 0 {
 		res.Breach = strings.Join(b, "; ")
@@ -191,6 +173,35 @@ func (m *Migration) runBatch(ctx context.Context, batch []Target) (BatchResult, 
 		}
 	}
 	return res, nil
+}
+
+// settled measures res's batch once rolled out, after m.Settle: its new
+// Pods' restarts and readiness failures, and the lines the Pods it
+// replaced lost once they are gone.
+func (m *Migration) settled(ctx context.Context, res *BatchResult) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(m.Settle):
+	}
+	fresh, err := newPods(ctx, m.Client, res.Targets, res.Replaced)
+	if err != nil {
+		return err
+	}
+	res.Restarts = restarts(fresh)
+	if res.ReadinessFailures, err = readinessFailures(ctx, m.Client, fresh); err != nil {
+		return err
+	}
+	if m.Stop.LostLines == nil {
+		return nil
+	}
+	if err := waitGone(ctx, m.Client, res.Replaced); err != nil {
+		return err
+	}
+	if res.LostLines, err = m.Stop.LostLines(ctx, res.Replaced); err != nil {
+		return fmt.Errorf("failed to count the lines the replaced Pods lost: %w", err)
+	}
+	return nil
 }
 
 // draft is t's Deployment migrated, not yet stored: its template recorded

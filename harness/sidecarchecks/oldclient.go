@@ -70,13 +70,24 @@ func (s *Sidecars) oldClient(ctx context.Context) ([]string, error) {
 		return ev, err
 	}
 
-	// What the cluster ends up with: a Pod of the old client's template,
-	// its helper a plain init container that never ends, the app never
-	// started; the migration's checks must name it.
+	caughtEv, err := s.stuckAndCaught(ctx, tg, helpers)
+	ev = append(ev, caughtEv...)
+	if err != nil {
+		return ev, err
+	}
+	rolled, err := s.rollBack(ctx, []sidecar.Target{tg}, map[sidecar.Target]corev1.PodTemplateSpec{tg: legacy})
+	return append(ev, rolled...), err
+}
+
+// stuckAndCaught waits for what the cluster ends up with after the old
+// client's write: a Pod of its template, the helper a plain init
+// container that never ends, the app never started - which the
+// migration's checks must name.
+func (s *Sidecars) stuckAndCaught(ctx context.Context, tg sidecar.Target, helpers []string) ([]string, error) {
 	var caught error
 	var stuck string
-	err = wait.For(ctx, "certify/sidecar-pod", "a Pod of the old client's template, stuck in Init, named by the migration's checks", func(ctx context.Context) (bool, string, error) {
-		pods, err := s.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + tg.Name})
+	err := wait.For(ctx, "certify/sidecar-pod", "a Pod of the old client's template, stuck in Init, named by the migration's checks", func(ctx context.Context) (bool, string, error) {
+		pods, err := s.cs.CoreV1().Pods(tg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + tg.Name})
 		if err != nil {
 			return false, err.Error(), nil
 		}
@@ -91,11 +102,9 @@ func (s *Sidecars) oldClient(ctx context.Context) ([]string, error) {
 		return false, "no Pod of the old client's template has its helper running yet", nil
 	})
 	if err != nil {
-		return ev, fmt.Errorf("%w (the migration's checks said: %v)", err, caught)
+		return nil, fmt.Errorf("%w (the migration's checks said: %v)", err, caught)
 	}
-	ev = append(ev, "what the cluster runs: "+stuck, "the migration's checks: "+strings.ReplaceAll(caught.Error(), "\n", "; "))
-	rolled, err := s.rollBack(ctx, []sidecar.Target{tg}, map[sidecar.Target]corev1.PodTemplateSpec{tg: legacy})
-	return append(ev, rolled...), err
+	return []string{"what the cluster runs: " + stuck, "the migration's checks: " + strings.ReplaceAll(caught.Error(), "\n", "; ")}, nil
 }
 
 // droppedByOldClient judges sidecar.stripped.old-client on the template

@@ -28,21 +28,9 @@ func (t *Traffic) Stop(ctx context.Context) (Summary, error) {
 	_ = t.Refresh(ctx)
 	t.endPhase()
 
-	cfg, err := t.c.RESTConfig()
+	stored, err := t.stored(ctx)
 	if err != nil {
 		return Summary{}, err
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return Summary{}, err
-	}
-	list, err := cs.CoreV1().ConfigMaps(t.opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: writeLabel + "=write"})
-	if err != nil {
-		return Summary{}, fmt.Errorf("failed to list the written objects: %w", err)
-	}
-	stored := map[string]bool{}
-	for _, cm := range list.Items {
-		stored[cm.Name] = true
 	}
 	var s Summary
 	err = wait.For(ctx, "traffic/watch-catch-up", "the watch to deliver every acknowledged write", func(context.Context) (bool, string, error) {
@@ -84,6 +72,28 @@ func (t *Traffic) Stop(ctx context.Context) (Summary, error) {
 		}
 	}
 	return s, nil
+}
+
+// stored are the names of the objects the writers made that a final list
+// through the load balancer finds.
+func (t *Traffic) stored(ctx context.Context) (map[string]bool, error) {
+	cfg, err := t.c.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	list, err := cs.CoreV1().ConfigMaps(t.opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: writeLabel + "=write"})
+	if err != nil {
+		return nil, fmt.Errorf("failed to list the written objects: %w", err)
+	}
+	stored := map[string]bool{}
+	for _, cm := range list.Items {
+		stored[cm.Name] = true
+	}
+	return stored, nil
 }
 
 // explainNotFound finds each false 404 in the audit logs, and what the

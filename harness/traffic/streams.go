@@ -98,16 +98,22 @@ func (t *Traffic) stream(ctx context.Context, st stream, cfg *rest.Config) {
 				Code: statusCode(err, http.StatusOK), Latency: time.Since(start), Err: errString(err), Probe: "read", AuditID: ids.take()})
 		}
 		if t.opts.NewAPIPath != "" {
-			start = time.Now()
-			var status int
-			err := cs.Discovery().RESTClient().Get().AbsPath(t.opts.NewAPIPath).Do(ctx).StatusCode(&status).Error()
-			if status == 0 {
-				status = statusCode(err, http.StatusOK)
-			}
-			t.add(Record{Time: start, Target: target, Conn: st.conn, Server: server, Verb: "list", Object: t.opts.NewAPIPath,
-				Code: status, Latency: time.Since(start), Err: errString(err), Probe: "new-api", AuditID: ids.take()})
+			t.add(t.askNewAPI(ctx, cs, st, server, ids))
 		}
 	}
+}
+
+// askNewAPI lists the collection only newer apiservers serve, through
+// st's target, and is the record of it.
+func (t *Traffic) askNewAPI(ctx context.Context, cs kubernetes.Interface, st stream, server string, ids *auditID) Record {
+	start := time.Now()
+	var status int
+	err := cs.Discovery().RESTClient().Get().AbsPath(t.opts.NewAPIPath).Do(ctx).StatusCode(&status).Error()
+	if status == 0 {
+		status = statusCode(err, http.StatusOK)
+	}
+	return Record{Time: start, Target: st.target, Conn: st.conn, Server: server, Verb: "list", Object: t.opts.NewAPIPath,
+		Code: status, Latency: time.Since(start), Err: errString(err), Probe: "new-api", AuditID: ids.take()}
 }
 
 func statusCode(err error, ok int) int {
