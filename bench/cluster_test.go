@@ -5,8 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,13 +14,14 @@ import (
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/nodeimage"
 	"github.com/skewer-k8s/skewer/harness/version"
-	"github.com/skewer-k8s/skewer/internal/run"
+	"github.com/skewer-k8s/skewer/internal/docker"
 )
 
 // BenchmarkHACluster creates the ha profile to Ready with skewer and with
 // the kind CLI, same configuration and images, one after the other in the
 // same run, and prints both times, their ratio and each cluster's peak
-// memory (the sum over its containers, sampled every 2 s).
+// memory (the sum over its containers as docker stats counts them,
+// docker.Resident, sampled every 2 s).
 func BenchmarkHACluster(b *testing.B) {
 	needDocker(b)
 	ctx := context.Background()
@@ -145,35 +144,9 @@ func sampleMemory(clusterName string) func() float64 {
 }
 
 func clusterMemory(ctx context.Context, clusterName string) float64 {
-	ids, err := run.Command("docker", "ps", "-q", "--filter", "label=io.x-k8s.kind.cluster="+clusterName).String(ctx)
-	if err != nil || ids == "" {
-		return 0
-	}
-	out, err := run.Command(append([]string{"docker", "stats", "--no-stream", "--format", "{{.MemUsage}}"}, strings.Fields(ids)...)...).String(ctx)
+	n, err := docker.Resident(ctx, "label=io.x-k8s.kind.cluster="+clusterName)
 	if err != nil {
 		return 0
 	}
-	var sum float64
-	for _, line := range strings.Split(out, "\n") {
-		sum += parseSize(strings.TrimSpace(strings.SplitN(line, "/", 2)[0]))
-	}
-	return sum
-}
-
-// parseSize reads docker's human sizes (e.g. 512.3MiB, 1.2GiB).
-func parseSize(s string) float64 {
-	units := []struct {
-		suffix string
-		mult   float64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1e9}, {"MB", 1e6}, {"kB", 1e3}, {"B", 1}}
-	for _, u := range units {
-		if strings.HasSuffix(s, u.suffix) {
-			v, err := strconv.ParseFloat(strings.TrimSuffix(s, u.suffix), 64)
-			if err != nil {
-				return 0
-			}
-			return v * u.mult
-		}
-	}
-	return 0
+	return float64(n)
 }

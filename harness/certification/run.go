@@ -90,6 +90,9 @@ type run struct {
 	// same run went here last time it ran whole (timings.go).
 	began time.Time
 	last  PastRun
+	// stopMemory ends the sampling of the run's memory and says its peak.
+	stopMemory func() *report.Memory
+	memory     *report.Memory
 	// guards watch the rollouts made under the traffic; halt is the one
 	// with a breach made on purpose (breachOnPurpose).
 	guards []*guard.Guard
@@ -241,6 +244,9 @@ func (r *run) judgeAll(ctx context.Context, checkpoint func(run report.Run, afte
 		r.scraping = false
 		if r.stopLogs != nil {
 			r.stopLogs()
+		}
+		if r.stopMemory != nil {
+			r.memory = r.stopMemory()
 		}
 	}
 	r.judgeTheRest(ctx, plan, err)

@@ -54,6 +54,7 @@ func (r *run) transitions(ctx context.Context) error {
 		}
 	}
 	r.stopLogs = r.c.KeepAPIServerLogs(ctx)
+	r.stopMemory = r.sampleMemory(ctx)
 	var before *corev1.ConfigMap
 	if err := r.phase(ctx, "mark an object to find intact", func(ctx context.Context) (err error) {
 		before, err = MarkBefore(ctx, r.c, r.in.Pair.From)

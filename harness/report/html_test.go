@@ -184,6 +184,9 @@ func TestHTMLInABrowser(t *testing.T) {
 	if s := text("details.guard[open] summary"); !strings.Contains(s, `halted after "join the new node with kubeadm": forwarded-failures 6/6 (100.0%)`) {
 		t.Errorf("the halted table's summary %q", s)
 	}
+	if m := text("p.memory"); !strings.HasPrefix(m, "peak memory 3.00 GiB") {
+		t.Errorf("the memory line %q", m)
+	}
 	if n := count(`document.querySelectorAll('tr.backend').length`); n != 3 {
 		t.Errorf("%d rows in the disruption table, want lb (new and reused) and cp1", n)
 	}

@@ -147,6 +147,9 @@ type Run struct {
 	Events []Event `json:"events,omitempty"`
 	// Guard is each guarded rollout's signal table, in the order they ran.
 	Guard []GuardedRollout `json:"guard,omitempty"`
+	// Memory is the most the run held at once, from its cluster's
+	// creation to its last verdict.
+	Memory *Memory `json:"memory,omitempty"`
 }
 
 // Label names the run in a report: its strategy, and its shard when the

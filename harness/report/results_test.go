@@ -76,6 +76,7 @@ func sample(t *testing.T) *Results {
 		{Rollout: "roll back to v1.35.4", Steps: []GuardStep{
 			{Step: "join the new node with kubeadm", Signals: []GuardSignal{signal("forwarded-failures", "0/44 (0.0%)", GuardOK), signal("5xx-share", "0/444 (0.0%)", GuardOK)}}}},
 	}
+	run.Memory = &Memory{PeakBytes: 3 << 30, At: t0.Add(11 * time.Minute), ClusterBytes: 2900 << 20, SkewerPeakBytes: 150 << 20, Samples: 180, Every: 5 * time.Second}
 	run.Components = map[string][]Component{
 		"created": {{Node: "cp1", Role: "control-plane", Kubelet: "v1.35.4", APIServer: "v1.35.4", APIServerFlags: []string{"kube-apiserver", "--feature-gates=UnknownVersionInteroperabilityProxy=true"}},
 			{Node: "w1", Role: "worker", Kubelet: "v1.35.4"}},
@@ -263,6 +264,7 @@ func TestSummary(t *testing.T) {
 		"| lb | new | 1000 | 1 | 200ms | 9ms | 90ms | 201: 999, 503: 1 |",
 		"### Through the load balancer, step by step (surge)",
 		"| remove the old node \\| from etcd | reused | 300 | 2 | 6ms | 900ms |",
+		"Memory (surge): peak memory 3.00 GiB at 03:11:00 (the cluster's containers 2.83 GiB), skewer's own peak 0.15 GiB; 180 samples, every 5s.",
 		"### Rollout guard (surge)\n\n| rollout | steps | ended | breach on purpose |\n|---|---|---|---|\n" +
 			"| resumed to v1.36.3-acme.2 with a breach on purpose | 2 | halted after \"join the new node with kubeadm\": forwarded-failures 6/6 (100.0%), threshold <= 1% at 99% confidence | every older apiserver's link to cp4 black-holed |\n" +
 			"| roll back to v1.35.4 | 1 | not halted |  |",

@@ -59,6 +59,9 @@ func (r *Results) Summary() string {
 		if others > 0 {
 			fmt.Fprintf(&b, "\n%d more promises are another shard's to judge.\n", others)
 		}
+		if run.Memory != nil {
+			fmt.Fprintf(&b, "\nMemory (%s): %s.\n", run.Label(), run.Memory)
+		}
 		b.WriteString(trafficSummary(run))
 		b.WriteString(guardSummary(run))
 	}
