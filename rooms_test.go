@@ -34,7 +34,6 @@ var tooBig = map[string]string{
 	"cmd/skewer/certify.go:certifyInput":                     "the flags read into one Input: the reading of each flag apart (item 4)",
 	"harness/cluster/create.go:Create":                       "kind's create apart from the state skewer keeps of the cluster",
 	"harness/rollout/inplace.go:inPlace":                     "the steps of one node apart from the plan over the nodes",
-	"harness/restarts/restarts.go:Start":                     "each informer's handlers apart from the start",
 	"fixtures/logagent.go:LogAgent.Run":                      "the shipping loop apart from the flush on SIGTERM",
 	"harness/traffic/notfound.go:ExplainNotFound":            "one cause per case: a table of causes",
 	"harness/sidecarchecks/strip.go:Sidecars.deployStripper": "the webhook's certificate apart from its objects",

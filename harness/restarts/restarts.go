@@ -160,8 +160,33 @@ func Start(ctx context.Context, cs kubernetes.Interface) (*Monitor, error) {
 		started: time.Now()}
 	m.journals, m.stopJournals = context.WithCancel(context.WithoutCancel(ctx))
 	factory := informers.NewSharedInformerFactory(cs, 0)
-	pods := factory.Core().V1().Pods().Informer()
-	if _, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	// A Pod the kubelet evicts whose containers exit 0 on SIGTERM ends
+	// Succeeded, with no trace of the eviction in its status
+	// (kubernetes#120182, #141483): the kubelet's Evicted event is the
+	// sign that is always there.
+	evictions := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = "reason=Evicted"
+	}))
+	if err := m.watch(factory, evictions); err != nil {
+		m.Stop()
+		return nil, err
+	}
+	for _, f := range []informers.SharedInformerFactory{factory, evictions} {
+		f.Start(m.stop)
+		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				m.Stop()
+				return nil, fmt.Errorf("the watch of %v did not sync: %v", typ, ctx.Err())
+			}
+		}
+	}
+	return m, nil
+}
+
+// watch hands the monitor every Pod's and Node's updates (a new Node
+// too) from factory, and every kubelet's Evicted event from evictions.
+func (m *Monitor) watch(factory, evictions informers.SharedInformerFactory) error {
+	if _, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(oldObj, newObj any) {
 			before, ok1 := oldObj.(*corev1.Pod)
 			after, ok2 := newObj.(*corev1.Pod)
@@ -170,11 +195,9 @@ func Start(ctx context.Context, cs kubernetes.Interface) (*Monitor, error) {
 			}
 		},
 	}); err != nil {
-		m.Stop()
-		return nil, err
+		return err
 	}
-	nodes := factory.Core().V1().Nodes().Informer()
-	if _, err := nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			n, ok := obj.(*corev1.Node)
 			if !ok {
@@ -194,36 +217,16 @@ func Start(ctx context.Context, cs kubernetes.Interface) (*Monitor, error) {
 			}
 		},
 	}); err != nil {
-		m.Stop()
-		return nil, err
+		return err
 	}
-	// A Pod the kubelet evicts whose containers exit 0 on SIGTERM ends
-	// Succeeded, with no trace of the eviction in its status
-	// (kubernetes#120182, #141483): the kubelet's Evicted event is the
-	// sign that is always there.
-	evictions := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = "reason=Evicted"
-	}))
-	if _, err := evictions.Core().V1().Events().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, err := evictions.Core().V1().Events().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if ev, ok := obj.(*corev1.Event); ok {
 				m.evictionEvent(ev)
 			}
 		},
-	}); err != nil {
-		m.Stop()
-		return nil, err
-	}
-	for _, f := range []informers.SharedInformerFactory{factory, evictions} {
-		f.Start(m.stop)
-		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
-			if !ok {
-				m.Stop()
-				return nil, fmt.Errorf("the watch of %v did not sync: %v", typ, ctx.Err())
-			}
-		}
-	}
-	return m, nil
+	})
+	return err
 }
 
 // evictionEvent records the Pod a kubelet's Evicted event names, once,
