@@ -36,7 +36,6 @@ var tooBig = map[string]string{
 	"harness/rollout/inplace.go:inPlace":                     "the steps of one node apart from the plan over the nodes",
 	"fixtures/logagent.go:LogAgent.Run":                      "the shipping loop apart from the flush on SIGTERM",
 	"harness/traffic/notfound.go:ExplainNotFound":            "one cause per case: a table of causes",
-	"harness/sidecarchecks/strip.go:Sidecars.deployStripper": "the webhook's certificate apart from its objects",
 	"harness/sidecarchecks/stops.go:Sidecars.stopConditions": "one condition per case: a table",
 	"harness/nodeimage/standins.go:plan.standIns":            "one stand-in per image: a table",
 }

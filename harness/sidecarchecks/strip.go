@@ -193,28 +193,8 @@ func (s *Sidecars) deployStripper(ctx context.Context) (target string, done func
 		return "", nil, err
 	}
 	cleanups = append(cleanups, doneTarget)
-	certPEM, keyPEM, err := selfSigned("skewer-strip." + hookNS + ".svc")
+	certPEM, err := s.runStripper(ctx, hookNS)
 	if err != nil {
-		return "", nil, err
-	}
-	if _, err := s.cs.CoreV1().Secrets(hookNS).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tls"}, Type: corev1.SecretTypeTLS,
-		Data: map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM}}, metav1.CreateOptions{}); err != nil {
-		return "", nil, err
-	}
-	b := podBuilder{image: s.image, ns: hookNS, name: "skewer-strip"}
-	c := b.container("webhook", "webhook", "-listen", ":8443")
-	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "tls", MountPath: "/tls", ReadOnly: true})
-	c.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8443), Scheme: corev1.URISchemeHTTPS}}, PeriodSeconds: 1}
-	pod := b.pod(nil, []corev1.Container{c})
-	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "tls"}}})
-	one := int32(1)
-	if _, err := s.cs.AppsV1().Deployments(hookNS).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "skewer-strip"},
-		Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: pod.Labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: pod.Labels}, Spec: pod.Spec}}}, metav1.CreateOptions{}); err != nil {
-		return "", nil, err
-	}
-	if _, err := s.cs.CoreV1().Services(hookNS).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "skewer-strip"},
-		Spec: corev1.ServiceSpec{Selector: pod.Labels, Ports: []corev1.ServicePort{{Port: 443, TargetPort: intstr.FromInt32(8443)}}}}, metav1.CreateOptions{}); err != nil {
 		return "", nil, err
 	}
 	failPolicy, none, path := admissionregv1.Fail, admissionregv1.SideEffectClassNone, "/strip"
@@ -237,6 +217,35 @@ func (s *Sidecars) deployStripper(ctx context.Context) (target string, done func
 		return "", nil, err
 	}
 	return target, done, nil
+}
+
+// runStripper runs the stripping webhook in hookNS - its serving
+// certificate in a Secret, a Deployment and a Service - and returns the
+// certificate, its own CA.
+func (s *Sidecars) runStripper(ctx context.Context, hookNS string) ([]byte, error) {
+	certPEM, keyPEM, err := selfSigned("skewer-strip." + hookNS + ".svc")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.cs.CoreV1().Secrets(hookNS).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tls"}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM}}, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	b := podBuilder{image: s.image, ns: hookNS, name: "skewer-strip"}
+	c := b.container("webhook", "webhook", "-listen", ":8443")
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "tls", MountPath: "/tls", ReadOnly: true})
+	c.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8443), Scheme: corev1.URISchemeHTTPS}}, PeriodSeconds: 1}
+	pod := b.pod(nil, []corev1.Container{c})
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "tls"}}})
+	one := int32(1)
+	if _, err := s.cs.AppsV1().Deployments(hookNS).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "skewer-strip"},
+		Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: pod.Labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: pod.Labels}, Spec: pod.Spec}}}, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	_, err = s.cs.CoreV1().Services(hookNS).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "skewer-strip"},
+		Spec: corev1.ServiceSpec{Selector: pod.Labels, Ports: []corev1.ServicePort{{Port: 443, TargetPort: intstr.FromInt32(8443)}}}}, metav1.CreateOptions{})
+	return certPEM, err
 }
 
 // selfSigned makes a self-signed serving certificate for dnsName, its own
