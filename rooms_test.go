@@ -32,7 +32,6 @@ var tooBig = map[string]string{
 	"harness/certification/trust.go:CheckTrust":              "one request per identity: a table of identities and what each must get",
 	"harness/certification/proxy.go:CheckRouteVerbs":         "one step per verb: a table of verbs",
 	"cmd/skewer/certify.go:certifyInput":                     "the flags read into one Input: the reading of each flag apart (item 4)",
-	"harness/cluster/create.go:Create":                       "kind's create apart from the state skewer keeps of the cluster",
 	"harness/rollout/inplace.go:inPlace":                     "the steps of one node apart from the plan over the nodes",
 	"fixtures/logagent.go:LogAgent.Run":                      "the shipping loop apart from the flush on SIGTERM",
 	"harness/traffic/notfound.go:ExplainNotFound":            "one cause per case: a table of causes",

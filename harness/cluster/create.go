@@ -73,9 +73,21 @@ func Create(ctx context.Context, s *Spec, resolve ImageResolver, o Options) (*Cl
 	}
 	p.Infof("creating cluster %q (%d control planes, %d workers, versions %v); kubeconfig %s",
 		s.Name, s.ControlPlanes, s.Workers, s.Versions(), c.Kubeconfig())
+	if err := c.kindCreate(ctx, cfg, o); err != nil {
+		return nil, err
+	}
+	p.Infof("cluster %q ready", s.Name)
+	return c, nil
+}
+
+// kindCreate has kind create c from cfg. Interrupted, it deletes what
+// kind made; failed, it says what kind's command said and deletes what
+// it made unless o retains it.
+func (c *Cluster) kindCreate(ctx context.Context, cfg *v1alpha4.Cluster, o Options) error {
+	name := c.Name
 	done := make(chan error, 1)
 	go func() {
-		done <- c.provider.Create(s.Name,
+		done <- c.provider.Create(name,
 			kind.CreateWithV1Alpha4Config(cfg),
 			kind.CreateWithKubeconfigPath(c.Kubeconfig()),
 			kind.CreateWithRetain(o.Retain),
@@ -83,35 +95,35 @@ func Create(ctx context.Context, s *Spec, resolve ImageResolver, o Options) (*Cl
 			kind.CreateWithDisplayUsage(false),
 			kind.CreateWithDisplaySalutation(false))
 	}()
+	var err error
 	select {
 	case err = <-done:
 	case <-ctx.Done():
 		// kind takes no context: deleting the containers under it makes it
 		// fail fast; then clean up whatever it made in between.
-		p.Infof("interrupted: deleting cluster %q", s.Name)
-		first := c.provider.Delete(s.Name, c.Kubeconfig())
+		c.log.Infof("interrupted: deleting cluster %q", name)
+		first := c.provider.Delete(name, c.Kubeconfig())
 		<-done
 		// The second delete catches what kind made after the first.
 		if err := c.Delete(context.WithoutCancel(ctx), false); err != nil {
-			return nil, errors.Join(ctx.Err(), fmt.Errorf("failed to clean up the interrupted create (delete it with: skewer down --name %s): %w", s.Name, errors.Join(first, err)))
+			return errors.Join(ctx.Err(), fmt.Errorf("failed to clean up the interrupted create (delete it with: skewer down --name %s): %w", name, errors.Join(first, err)))
 		}
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
-	if err != nil {
-		// kind's error names the command; what the command said is apart.
-		if re := kindexec.RunErrorForError(err); re != nil && len(re.Output) > 0 {
-			err = fmt.Errorf("%w: %s", err, strings.TrimSpace(string(re.Output)))
-		}
-		err = fmt.Errorf("failed to create cluster %q: %w", s.Name, err)
-		if !o.Retain {
-			if derr := c.Delete(context.WithoutCancel(ctx), true); derr != nil {
-				err = errors.Join(err, fmt.Errorf("failed to clean up after it: %w", derr))
-			}
-		}
-		return nil, err
+	if err == nil {
+		return nil
 	}
-	p.Infof("cluster %q ready", s.Name)
-	return c, nil
+	// kind's error names the command; what the command said is apart.
+	if re := kindexec.RunErrorForError(err); re != nil && len(re.Output) > 0 {
+		err = fmt.Errorf("%w: %s", err, strings.TrimSpace(string(re.Output)))
+	}
+	err = fmt.Errorf("failed to create cluster %q: %w", name, err)
+	if !o.Retain {
+		if derr := c.Delete(context.WithoutCancel(ctx), true); derr != nil {
+			err = errors.Join(err, fmt.Errorf("failed to clean up after it: %w", derr))
+		}
+	}
+	return err
 }
 
 // Prepare writes the files the nodes of s mount under dir and returns the
