@@ -16,11 +16,6 @@ import (
 	"github.com/skewer-k8s/skewer/harness/traffic"
 )
 
-// GuardPromises are the rollout guard's promises: it halts a rollout a
-// breach made on purpose degrades (judged with the rollback that
-// follows), and never a healthy one (judged once the traffic stops).
-var GuardPromises = []promise.ID{"rollout.guard.halts", "rollout.guard.quiet"}
-
 // thresholds are the guard's: the input's, else the repository's.
 func (in Input) thresholds() promise.GuardThresholds {
 	if in.Guard == nil {
