@@ -13,7 +13,6 @@ import (
 	"math"
 	"net/http"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -101,7 +100,7 @@ func (t Totals) P99s() (fwd, local time.Duration, ok bool) {
 	if len(t.ForwardedLatencies) < LatencyFloor || len(t.LocalLatencies) < LatencyFloor {
 		return 0, 0, false
 	}
-	return percentile(t.ForwardedLatencies, pLatency), percentile(t.LocalLatencies, pLatency), true
+	return traffic.Percentile(t.ForwardedLatencies, pLatency), traffic.Percentile(t.LocalLatencies, pLatency), true
 }
 
 // New is a Guard of the rollout in describes, reading src.
@@ -310,15 +309,16 @@ func (g *Guard) addedP99(fresh []traffic.Record, forwarded func(traffic.Record) 
 		Value: fmt.Sprintf("%d forwarded, %d local", len(fwd), len(local))}
 	if len(fwd) > 0 && len(local) > 0 {
 		// The p50s, shown: a median needs no floor to mean what it says.
-		s.Value += "; p50 " + added(fwd, local, 0.5)
+		s.Value += "; p50 " + added(traffic.Percentile(fwd, 0.5), traffic.Percentile(local, 0.5))
 	}
 	if len(fwd) < LatencyFloor || len(local) < LatencyFloor {
 		s.Decision = report.GuardPending
 		s.Value += fmt.Sprintf("; p99 once %d of each", LatencyFloor)
 	} else {
-		s.Value = "p99 " + added(fwd, local, pLatency) + "; " + s.Value
+		pf, pl := traffic.Percentile(fwd, pLatency), traffic.Percentile(local, pLatency)
+		s.Value = "p99 " + added(pf, pl) + "; " + s.Value
 		s.Decision = report.GuardOK
-		if percentile(fwd, pLatency)-percentile(local, pLatency) > g.in.Thresholds.MaxForwardedAddedP99.Duration {
+		if pf-pl > g.in.Thresholds.MaxForwardedAddedP99.Duration {
 			s.Decision = report.GuardBreach
 		}
 	}
@@ -340,21 +340,15 @@ func (g *Guard) threshold(name string) string {
 	return fmt.Sprintf("<= %s over %d samples each", th.MaxForwardedAddedP99, LatencyFloor)
 }
 
-// added is what forwarding added at percentile p, and the two.
-func added(fwd, local []time.Duration, p float64) string {
-	pf, pl := percentile(fwd, p), percentile(local, p)
+// added is what forwarding added, pf over pl (one percentile of each),
+// and the two.
+func added(pf, pl time.Duration) string {
 	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 	sign := "+"
 	if pf < pl {
 		sign = ""
 	}
 	return fmt.Sprintf("%s%s (%s forwarded, %s local)", sign, ms(pf-pl), ms(pf), ms(pl))
-}
-
-func percentile(d []time.Duration, p float64) time.Duration {
-	sorted := append([]time.Duration(nil), d...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
-	return sorted[int(float64(len(sorted)-1)*p)]
 }
 
 // tailAtLeast is the probability of k or more successes in n trials of

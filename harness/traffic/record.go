@@ -117,10 +117,11 @@ func answeredLatencies(rs []Record) (p50, p99 time.Duration) {
 			lat = append(lat, r.Latency)
 		}
 	}
-	return percentile(lat, 0.50), percentile(lat, 0.99)
+	return Percentile(lat, 0.50), Percentile(lat, 0.99)
 }
 
-func percentile(d []time.Duration, p float64) time.Duration {
+// Percentile is the p-th (0 to 1) of d, nearest below; 0 for none.
+func Percentile(d []time.Duration, p float64) time.Duration {
 	if len(d) == 0 {
 		return 0
 	}
