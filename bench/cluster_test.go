@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -111,42 +110,10 @@ func BenchmarkHACluster(b *testing.B) {
 	}
 }
 
-// sampleMemory samples the memory of a cluster's containers until the
-// returned function is called, which returns the peak sum in bytes.
+// sampleMemory samples the memory of a cluster's containers every 2 s
+// until the returned function is called, which returns the peak sum in
+// bytes.
 func sampleMemory(clusterName string) func() float64 {
-	ctx, cancel := context.WithCancel(context.Background())
-	var mu sync.Mutex
-	var peak float64
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			if sum := clusterMemory(ctx, clusterName); sum > 0 {
-				mu.Lock()
-				peak = max(peak, sum)
-				mu.Unlock()
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(2 * time.Second):
-			}
-		}
-	}()
-	return func() float64 {
-		// One last sample of the finished cluster.
-		last := clusterMemory(context.Background(), clusterName)
-		cancel()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		return max(peak, last)
-	}
-}
-
-func clusterMemory(ctx context.Context, clusterName string) float64 {
-	n, err := docker.Resident(ctx, "label=io.x-k8s.kind.cluster="+clusterName)
-	if err != nil {
-		return 0
-	}
-	return float64(n)
+	stop := docker.WatchResident(context.Background(), "label=io.x-k8s.kind.cluster="+clusterName, 2*time.Second, nil)
+	return func() float64 { return float64(stop().Bytes) }
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/skewer-k8s/skewer/harness/report"
@@ -22,43 +21,17 @@ const memoryEvery = 5 * time.Second
 // called, what the run holds: its cluster's containers (docker.Resident)
 // and skewer's own resident set. The function returns the peak.
 func (r *run) sampleMemory(ctx context.Context) func() *report.Memory {
-	ctx, cancel := context.WithCancel(ctx)
-	m := &report.Memory{Every: memoryEvery}
-	var mu sync.Mutex
-	sample := func() {
-		cluster, err := docker.Resident(ctx, "label=io.x-k8s.kind.cluster="+r.c.Name)
-		own, _ := selfMemory()
-		mu.Lock()
-		defer mu.Unlock()
-		if err != nil {
-			if ctx.Err() == nil {
-				m.Unread = err.Error()
-			}
-			return
-		}
-		m.Samples++
-		if cluster+own > m.PeakBytes {
-			m.PeakBytes, m.ClusterBytes, m.At = cluster+own, cluster, time.Now()
-		}
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(memoryEvery)
-		defer tick.Stop()
-		for {
-			sample()
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-		}
-	}()
+	stop := docker.WatchResident(ctx, "label=io.x-k8s.kind.cluster="+r.c.Name, memoryEvery, func() int64 {
+		rss, _ := selfMemory()
+		return rss
+	})
 	return func() *report.Memory {
-		cancel()
-		<-done
-		_, m.SkewerPeakBytes = selfMemory()
+		p := stop()
+		_, own := selfMemory()
+		m := &report.Memory{PeakBytes: p.Bytes, At: p.At, ClusterBytes: p.Containers, SkewerPeakBytes: own, Samples: p.Samples, Every: memoryEvery}
+		if p.Unread != nil {
+			m.Unread = p.Unread.Error()
+		}
 		return m
 	}
 }

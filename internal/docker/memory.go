@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/skewer-k8s/skewer/internal/run"
 )
@@ -43,6 +45,68 @@ func Resident(ctx context.Context, filter string) (int64, error) {
 		return 0, errors.Join(errs...)
 	}
 	return sum, nil
+}
+
+// ResidentPeak is the largest of the samples WatchResident took.
+type ResidentPeak struct {
+	// Bytes is the largest sample: the containers and the extra together.
+	Bytes int64
+	// Containers is the containers' share of it.
+	Containers int64
+	At         time.Time
+	Samples    int
+	// Unread is why the last sample that could not be read was not.
+	Unread error
+}
+
+// WatchResident samples Resident(filter), and extra() beside it when
+// given, every every and once more when the returned function is called,
+// which ends the sampling and returns the peak.
+func WatchResident(ctx context.Context, filter string, every time.Duration, extra func() int64) func() ResidentPeak {
+	ctx, cancel := context.WithCancel(ctx)
+	var mu sync.Mutex
+	var p ResidentPeak
+	sample := func(ctx context.Context) {
+		n, err := Resident(ctx, filter)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			if ctx.Err() == nil { // a sample cut short by the stop is none
+				p.Unread = err
+			}
+			return
+		}
+		var more int64
+		if extra != nil {
+			more = extra()
+		}
+		p.Samples++
+		if n+more > p.Bytes {
+			p.Bytes, p.Containers, p.At = n+more, n, time.Now()
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			sample(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() ResidentPeak {
+		cancel()
+		<-done
+		sample(context.WithoutCancel(ctx))
+		mu.Lock()
+		defer mu.Unlock()
+		return p
+	}
 }
 
 // cgroupLayout is where one cgroup layout keeps a container's memory

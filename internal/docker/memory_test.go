@@ -1,10 +1,15 @@
 package docker
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/skewer-k8s/skewer/internal/run"
 )
 
 // A container's resident memory is its cgroup's usage less its inactive
@@ -40,5 +45,23 @@ func TestResidentReadsEveryLayout(t *testing.T) {
 	}
 	if _, err := resident(t.TempDir(), "abcdef0123456789"); err == nil || !strings.Contains(err.Error(), "container abcdef012345: no memory cgroup") {
 		t.Errorf("a container without a cgroup: %v", err)
+	}
+}
+
+// WatchResident keeps the largest sample of the containers and the extra
+// together, samples once more when stopped, and counts what it read.
+// Real Docker, asked for containers no one has made.
+func TestWatchResidentKeepsThePeak(t *testing.T) {
+	ctx := context.Background()
+	if err := run.Command("docker", "info").Run(ctx); err != nil {
+		t.Skipf("no Docker engine answers: %v", err)
+	}
+	var calls atomic.Int64
+	extra := func() int64 { return 100 * (calls.Add(1) % 3) } // 100, 200, 0, 100, ...
+	stop := WatchResident(ctx, "label=io.skewer.test-none="+t.Name(), 10*time.Millisecond, extra)
+	time.Sleep(100 * time.Millisecond)
+	p := stop()
+	if p.Bytes != 200 || p.Containers != 0 || p.Unread != nil || p.Samples != int(calls.Load()) || p.Samples < 3 {
+		t.Errorf("peak %+v after %d samples of the extra: want 200 of it, none of the containers, every sample counted", p, calls.Load())
 	}
 }
