@@ -268,6 +268,12 @@ var canFail = []struct {
 		table.Halted, table.HaltedAfter = &report.GuardSignal{Signal: "5xx-share", Requests: 40, Value: "3/40 (7.5%)", Threshold: "<= 1%", Decision: report.GuardBreach}, "join"
 		return JudgeQuiet([]report.GuardedRollout{table})
 	}},
+	{"rollout.discovery.each-step", "a merged discovery still advertised what no apiserver served, past the bound", func(t *testing.T) promise.Verdict {
+		table := quietTable("roll back to v1.35.4")
+		table.Steps[0].Signals[4].Decision = report.GuardBreach
+		table.Steps[0].Signals[4].Value = "timed out after 30s: cp1 still advertises admissionregistration.k8s.io/v1/mutatingadmissionpolicies"
+		return JudgeDiscoverySteps([]report.GuardedRollout{table}, converged(0, 0), promise.DefaultGuard)
+	}},
 	{"rollout.forwarded-objective", "2% of the forwarded requests failed", func(t *testing.T) promise.Verdict {
 		return JudgeObjective(forwardedTotals(200, 4, 30*time.Millisecond, 20*time.Millisecond), promise.DefaultGuard, true)
 	}},

@@ -115,9 +115,9 @@ type Env struct {
 	// traffic so far; Halt the one with a breach made on purpose.
 	Guards []report.GuardedRollout
 	Halt   *Halt
-	// Forwarded are the forwarded requests the healthy rollouts' guards
-	// read, pooled; Thresholds the guards'.
-	Forwarded  guard.Totals
+	// Read is what the healthy rollouts' guards read - forwarded
+	// requests, discovery after each step - pooled; Thresholds the guards'.
+	Read       guard.Totals
 	Thresholds promise.GuardThresholds
 	// Probed says whether the traffic asked for a resource only the
 	// newer version serves.
@@ -348,5 +348,5 @@ func (r *run) cannot(why func(promise.ID) promise.Verdict, parts ...Part) {
 func (r *run) env(before *corev1.ConfigMap) *Env {
 	return &Env{C: r.c, Pair: r.in.Pair, Images: r.in.Images, Budget: r.in.Budget, Strategy: r.strategy, Out: r.out,
 		Before: before, Window: r.window, WindowErr: r.windowErr, Stranded: r.stranded, Monitor: r.monitor, Measure: r.measure,
-		Guards: r.tables(), Halt: r.halt, Forwarded: r.forwarded(), Thresholds: r.in.thresholds(), Probed: r.newerOnly != ""}
+		Guards: r.tables(), Halt: r.halt, Read: r.read(), Thresholds: r.in.thresholds(), Probed: r.newerOnly != ""}
 }

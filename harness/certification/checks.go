@@ -264,13 +264,9 @@ func CheckAllOld(ctx context.Context, c *cluster.Cluster, r discovery.Resource, 
 func advertisedOnlyServed(ctx context.Context, all []Server) error {
 	served := discovery.Set{}
 	for _, s := range all {
-		cs, err := s.client()
+		local, err := s.local(ctx)
 		if err != nil {
 			return err
-		}
-		local, err := discovery.Local(ctx, cs)
-		if err != nil {
-			return fmt.Errorf("local discovery of %s: %w", s.Name, err)
 		}
 		maps.Copy(served, local)
 	}

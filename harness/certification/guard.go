@@ -3,11 +3,13 @@ package certification
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
+	"github.com/skewer-k8s/skewer/harness/discovery"
 	"github.com/skewer-k8s/skewer/harness/faults"
 	"github.com/skewer-k8s/skewer/harness/guard"
 	"github.com/skewer-k8s/skewer/harness/promise"
@@ -32,7 +34,7 @@ func (r *run) guarded(load *traffic.Traffic, name, injected string) (*rollout.Ru
 	if load == nil {
 		return runner, nil
 	}
-	in := guard.Input{Thresholds: r.in.thresholds(), Rollout: name, Injected: injected}
+	in := guard.Input{Thresholds: r.in.thresholds(), Rollout: name, Injected: injected, Discovery: r.lookAtDiscovery}
 	if r.newerOnly != "" {
 		in.Older, in.Newer = r.in.Pair.From.String(), r.in.Pair.To.String()
 	}
@@ -42,9 +44,9 @@ func (r *run) guarded(load *traffic.Traffic, name, injected string) (*rollout.Ru
 	return runner, g
 }
 
-// forwarded are the forwarded requests the guards of the run's healthy
-// rollouts read (not the one with a breach on purpose), pooled.
-func (r *run) forwarded() guard.Totals {
+// read is what the guards of the run's healthy rollouts read (not the
+// one with a breach on purpose), pooled.
+func (r *run) read() guard.Totals {
 	var t guard.Totals
 	for _, g := range r.guards {
 		if g.Table().Injected == "" {
@@ -52,6 +54,115 @@ func (r *run) forwarded() guard.Totals {
 		}
 	}
 	return t
+}
+
+// lookAtDiscovery is the guard's look at the cluster's discovery
+// (guard.Discovery): the joined control planes whose apiserver answers
+// for its own discovery are the members - a node not yet joined, or a
+// server taken away, is none - and each member's peer-merged discovery
+// must list what some member serves, and nothing none of them does.
+func (r *run) lookAtDiscovery(ctx context.Context) (guard.Look, error) {
+	look := guard.Look{Members: map[string]string{}}
+	cps, err := r.c.ControlPlanes(ctx)
+	if err != nil {
+		return look, err
+	}
+	joined, err := rollout.Joined(ctx, r.c)
+	look.Requests++
+	if err != nil {
+		return look, err
+	}
+	served := discovery.Set{}
+	var members []Server
+	for _, n := range cps {
+		if !joined[n.Name] {
+			continue
+		}
+		s, local, err := r.member(ctx, n)
+		look.Requests += 2
+		if err != nil {
+			continue
+		}
+		members, look.Members[s.Name] = append(members, s), s.Version.String()
+		maps.Copy(served, local)
+	}
+	for _, s := range members {
+		look.Requests++
+		merged, err := s.merged(ctx)
+		if err != nil {
+			look.Off = append(look.Off, s.Name+": "+err.Error())
+			continue
+		}
+		for _, res := range discovery.OnlyIn(served, merged) {
+			look.Off = append(look.Off, s.Name+" lacks "+res.Key())
+		}
+		for _, res := range discovery.OnlyIn(merged, served) {
+			look.Off = append(look.Off, s.Name+" still advertises "+res.Key())
+		}
+	}
+	return look, nil
+}
+
+// member is control plane n as a member of a look at discovery, and
+// what it serves itself: an error when its apiserver does not answer.
+func (r *run) member(ctx context.Context, n cluster.Node) (Server, discovery.Set, error) {
+	cfg, err := r.c.APIServerConfig(ctx, n)
+	if err != nil {
+		return Server{}, nil, err
+	}
+	s := Server{Name: n.Name, Config: cfg}.WithTimeout(lookTimeout)
+	cs, err := s.client()
+	if err != nil {
+		return s, nil, err
+	}
+	if s.Version, err = rollout.ServerVersion(ctx, cs); err != nil {
+		return s, nil, err
+	}
+	local, err := s.local(ctx)
+	return s, local, err
+}
+
+// lookTimeout bounds each request of a look at discovery: a server that
+// does not answer in it is no member this time.
+const lookTimeout = 5 * time.Second
+
+// JudgeDiscoverySteps judges rollout.discovery.each-step on the signal
+// tables of the run's healthy rollouts and what their guards read: after
+// every step, every member's merged discovery agreed with what the
+// members serve within th's bound - decided after every step, and after
+// one at least at which the apiservers changed (a join, a removal), or
+// convergence was never put to the test.
+func JudgeDiscoverySteps(tables []report.GuardedRollout, read guard.Totals, th promise.GuardThresholds) promise.Verdict {
+	const id = "rollout.discovery.each-step"
+	steps := 0
+	for _, t := range tables {
+		if t.Injected != "" {
+			continue
+		}
+		for _, s := range t.Steps {
+			steps++
+			for _, sig := range s.Signals {
+				switch {
+				case sig.Signal != guard.SignalDiscovery:
+				case sig.Decision == report.GuardBreach:
+					return fail(id, "%s, after %q: %s", t.Rollout, s.Step, sig.Value)
+				case sig.Decision != report.GuardOK:
+					return promise.Errored(id, "%s, after %q: discovery was not decided (%s)", t.Rollout, s.Step, sig.Value)
+				}
+			}
+		}
+	}
+	switch {
+	case steps == 0:
+		return promise.Errored(id, "no rollout ran under the guard")
+	case read.Converged != steps:
+		return promise.Errored(id, "discovery decided after %d of %d steps", read.Converged, steps)
+	case read.Changed == 0:
+		return promise.Errored(id, "no step of %d changed which apiservers answer: convergence was never put to the test", steps)
+	}
+	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: []string{fmt.Sprintf(
+		"after each of %d steps every merged discovery showed what the apiservers served, and nothing more, within %s (at most %s); %d of those steps changed the apiservers",
+		steps, read.Slowest.Round(100*time.Millisecond), th.MaxDiscoveryConvergence, read.Changed)}}
 }
 
 // JudgeObjective judges rollout.forwarded-objective on the forwarded
@@ -224,9 +335,10 @@ func JudgeQuiet(tables []report.GuardedRollout) promise.Verdict {
 			return promise.Errored(id, "the guard of %s decided the 5xx share in none of %d step(s): too few requests to judge a rollout on", t.Rollout, len(t.Steps))
 		}
 		forwarded += decided[guard.SignalForwarded]
-		ev = append(ev, fmt.Sprintf("%s: %d steps, not halted; decided ok: %s x%d, %s x%d, %s x%d, %s x%d", t.Rollout, len(t.Steps),
+		ev = append(ev, fmt.Sprintf("%s: %d steps, not halted; decided ok: %s x%d, %s x%d, %s x%d, %s x%d, %s x%d", t.Rollout, len(t.Steps),
 			guard.Signal5xx, decided[guard.Signal5xx], guard.SignalForwarded, decided[guard.SignalForwarded],
-			guard.SignalFalse404, decided[guard.SignalFalse404], guard.SignalAddedP99, decided[guard.SignalAddedP99]))
+			guard.SignalFalse404, decided[guard.SignalFalse404], guard.SignalAddedP99, decided[guard.SignalAddedP99],
+			guard.SignalDiscovery, decided[guard.SignalDiscovery]))
 	}
 	switch {
 	case healthy == 0:

@@ -34,7 +34,42 @@ func quietTable(name string) report.GuardedRollout {
 	for _, s := range []string{guard.SignalForwarded, guard.Signal5xx, guard.SignalFalse404, guard.SignalAddedP99} {
 		signals = append(signals, report.GuardSignal{Signal: s, Requests: 120, Value: "0/120", Threshold: "<= 1%", Decision: report.GuardOK})
 	}
+	signals = append(signals, report.GuardSignal{Signal: guard.SignalDiscovery, Requests: 8, Value: "4 apiservers agree after 0.3s (cp6 joined)",
+		Threshold: "<= 30s", Decision: report.GuardOK})
 	return report.GuardedRollout{Rollout: name, Steps: []report.GuardStep{{Step: "join", Signals: signals}}}
+}
+
+// converged is what guards read of discovery after steps steps, changed
+// of them changing the apiservers.
+func converged(steps, changed int) guard.Totals {
+	return guard.Totals{Converged: steps, Changed: changed, Slowest: 300 * time.Millisecond}
+}
+
+func TestJudgeDiscoverySteps(t *testing.T) {
+	tables := []report.GuardedRollout{halted().Table, quietTable("roll back"), quietTable("through")}
+	if v := JudgeDiscoverySteps(tables, converged(2, 2), promise.DefaultGuard); v.Outcome != promise.Pass ||
+		!strings.Contains(v.Evidence[0], "after each of 2 steps") || !strings.Contains(v.Evidence[0], "2 of those steps changed") {
+		t.Errorf("discovery agreed after both steps, each a join: %s %v (%s)", v.Outcome, v.Evidence, v.Reason)
+	}
+	stale := quietTable("through")
+	stale.Steps[0].Signals[4].Decision, stale.Steps[0].Signals[4].Value = report.GuardBreach, "timed out after 30s: cp1 still advertises g/v1/things"
+	unread := quietTable("through")
+	unread.Steps[0].Signals[4].Decision = report.GuardNA
+	for what, tc := range map[string]struct {
+		tables []report.GuardedRollout
+		read   guard.Totals
+		want   promise.Outcome
+	}{
+		"stale past the bound":      {[]report.GuardedRollout{stale}, converged(0, 0), promise.Fail},
+		"not read after a step":     {[]report.GuardedRollout{unread}, converged(0, 0), promise.Error},
+		"no apiserver came or went": {[]report.GuardedRollout{quietTable("through")}, converged(1, 0), promise.Error},
+		"no guarded rollout":        {[]report.GuardedRollout{halted().Table}, converged(0, 0), promise.Error},
+		"counted short":             {[]report.GuardedRollout{quietTable("a"), quietTable("b")}, converged(1, 1), promise.Error},
+	} {
+		if v := JudgeDiscoverySteps(tc.tables, tc.read, promise.DefaultGuard); v.Outcome != tc.want {
+			t.Errorf("%s: %s (%s), want %s", what, v.Outcome, v.Reason, tc.want)
+		}
+	}
 }
 
 func TestJudgeHalts(t *testing.T) {

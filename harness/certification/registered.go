@@ -112,9 +112,13 @@ var checks = append([]Check{
 	{IDs: trafficPromises, In: []Part{partTraffic}, Judge: judgeTraffic},
 	{IDs: []promise.ID{"rollout.guard.quiet"}, In: []Part{partTraffic},
 		Judge: one(func(_ context.Context, e *Env) promise.Verdict { return JudgeQuiet(e.Guards) })},
+	{IDs: []promise.ID{"rollout.discovery.each-step"}, In: []Part{partTraffic},
+		Judge: one(func(_ context.Context, e *Env) promise.Verdict {
+			return JudgeDiscoverySteps(e.Guards, e.Read, e.Thresholds)
+		})},
 	{IDs: []promise.ID{"rollout.forwarded-objective"}, In: []Part{partTraffic},
 		Judge: one(func(_ context.Context, e *Env) promise.Verdict {
-			return JudgeObjective(e.Forwarded, e.Thresholds, e.Probed)
+			return JudgeObjective(e.Read, e.Thresholds, e.Probed)
 		})},
 	// Kubelets are the same either way: the in-place run judges the Jobs
 	// alone, the surge run every sidecar promise (sidecarChecks).

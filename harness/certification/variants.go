@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
-	"github.com/skewer-k8s/skewer/harness/discovery"
 	"github.com/skewer-k8s/skewer/harness/faults"
 	"github.com/skewer-k8s/skewer/harness/metrics"
 	"github.com/skewer-k8s/skewer/harness/promise"
@@ -211,14 +210,7 @@ func runtimeConfigRoute(route promise.Verdict, entry Server, took time.Duration)
 // variantGroupVersion's resource in its local discovery, the peers serving
 // it in theirs.
 func variantWindow(ctx context.Context, entry Server, peers []Server) (*Window, error) {
-	local := func(s Server) (discovery.Set, error) {
-		cs, err := s.client()
-		if err != nil {
-			return nil, err
-		}
-		return discovery.Local(ctx, cs)
-	}
-	own, err := local(entry)
+	own, err := entry.local(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +224,7 @@ func variantWindow(ctx context.Context, entry Server, peers []Server) (*Window, 
 		slices.Sort(served)
 		return nil, fmt.Errorf("%s still serves %v itself with %s turned off", entry.Name, served, variantGroupVersion)
 	}
-	theirs, err := local(peers[0])
+	theirs, err := peers[0].local(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -42,6 +42,28 @@ type Server struct {
 
 func (s Server) client() (*kubernetes.Clientset, error) { return kubernetes.NewForConfig(s.Config) }
 
+// local is what s serves itself, said as s's.
+func (s Server) local(ctx context.Context) (discovery.Set, error) {
+	return s.view(ctx, discovery.Local, "local")
+}
+
+// merged is what s lists with its peers' resources merged in.
+func (s Server) merged(ctx context.Context) (discovery.Set, error) {
+	return s.view(ctx, discovery.Merged, "merged")
+}
+
+func (s Server) view(ctx context.Context, read func(context.Context, kubernetes.Interface) (discovery.Set, error), which string) (discovery.Set, error) {
+	cs, err := s.client()
+	if err != nil {
+		return nil, err
+	}
+	set, err := read(ctx, cs)
+	if err != nil {
+		return nil, fmt.Errorf("%s discovery of %s: %w", which, s.Name, err)
+	}
+	return set, nil
+}
+
 // WithTimeout is s with every request given timeout.
 func (s Server) WithTimeout(timeout time.Duration) Server {
 	cfg := rest.CopyConfig(s.Config)
@@ -292,13 +314,9 @@ func NewerOnly(ctx context.Context, c *cluster.Cluster, newer version.Version) (
 func newerOnly(ctx context.Context, all []Server, newer version.Version) ([]discovery.Resource, bool, error) {
 	newLocal, oldLocal := discovery.Set{}, discovery.Set(nil)
 	for _, s := range all {
-		cs, err := s.client()
+		local, err := s.local(ctx)
 		if err != nil {
 			return nil, false, err
-		}
-		local, err := discovery.Local(ctx, cs)
-		if err != nil {
-			return nil, false, fmt.Errorf("local discovery of %s: %w", s.Name, err)
 		}
 		switch {
 		case s.Version == newer:

@@ -2,9 +2,9 @@
 // asks it to be run: after each step it reads the signals of the traffic
 // the step met - the share answered 5xx, the forwarded requests that
 // failed, false 404s, what forwarding added to a request's latency - and
-// halts the rollout before the next step when one crosses its threshold
-// (promise.GuardThresholds). Every decision is kept, step by step: the
-// signal table of a report.
+// the cluster's discovery, and halts the rollout before the next step
+// when one crosses its threshold (promise.GuardThresholds). Every
+// decision is kept, step by step: the signal table of a report.
 package guard
 
 import (
@@ -36,6 +36,7 @@ const (
 	SignalForwarded = "forwarded-failures"
 	SignalFalse404  = "false-404"
 	SignalAddedP99  = "forwarded-added-p99"
+	SignalDiscovery = "discovery-converged"
 )
 
 // Source is where the guard reads the traffic: traffic.Traffic.
@@ -57,6 +58,9 @@ type Input struct {
 	// for it at Older is forwarded, at Newer served where it lives. Empty
 	// when the traffic asks for none: no signal of forwarding is read.
 	Older, Newer string
+	// Discovery, when set, is read after every step: the signal is
+	// decided by how long the apiservers' discovery took to agree.
+	Discovery Discovery
 }
 
 // Guard is a rollout.Guard reading a traffic Source.
@@ -74,6 +78,7 @@ type Guard struct {
 	// Records carried to the next decision, per signal: a step too short
 	// to decide on is judged with the next.
 	carried map[string][]traffic.Record
+	members map[string]string // the apiservers discovery found after the step before, and their versions
 	table   report.GuardedRollout
 	totals  Totals
 }
@@ -85,13 +90,19 @@ type Totals struct {
 	Forwarded, Failed int
 	// Latencies of the answered ones, forwarded and served locally.
 	ForwardedLatencies, LocalLatencies []time.Duration
+	// Converged counts the steps after which discovery agreed within
+	// its bound, Changed those of them after which other apiservers
+	// answered than after the step before; Slowest is the longest it took.
+	Converged, Changed int
+	Slowest            time.Duration
 }
 
 // Add is t and o pooled.
 func (t Totals) Add(o Totals) Totals {
 	return Totals{Forwarded: t.Forwarded + o.Forwarded, Failed: t.Failed + o.Failed,
 		ForwardedLatencies: append(slices.Clone(t.ForwardedLatencies), o.ForwardedLatencies...),
-		LocalLatencies:     append(slices.Clone(t.LocalLatencies), o.LocalLatencies...)}
+		LocalLatencies:     append(slices.Clone(t.LocalLatencies), o.LocalLatencies...),
+		Converged:          t.Converged + o.Converged, Changed: t.Changed + o.Changed, Slowest: max(t.Slowest, o.Slowest)}
 }
 
 // P99s are the p99 latencies of forwarded and local requests, and
@@ -113,7 +124,7 @@ var _ rollout.Guard = (*Guard)(nil)
 
 // After reads every signal over the phases the step's end closed, and
 // halts the rollout on the first breach.
-func (g *Guard) After(_ context.Context, done rollout.Step) error {
+func (g *Guard) After(ctx context.Context, done rollout.Step) error {
 	records, advertised := g.src.Ended()
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -144,7 +155,8 @@ func (g *Guard) After(_ context.Context, done rollout.Step) error {
 	for _, r := range records {
 		g.taken[r.Phase] = true
 	}
-	step := report.GuardStep{Step: done.Name, Signals: g.read(fresh, advertised, cut)}
+	signals := g.read(fresh, advertised, cut)
+	step := report.GuardStep{Step: done.Name, Signals: append(signals, g.discovery(ctx, signals))}
 	g.table.Steps = append(g.table.Steps, step)
 	for _, s := range step.Signals {
 		if s.Decision == report.GuardBreach {
@@ -336,6 +348,8 @@ func (g *Guard) threshold(name string) string {
 		return fmt.Sprintf("<= %g%% at %g%% confidence", 100*th.MaxForwardedFailures, 100*th.Confidence)
 	case SignalFalse404:
 		return fmt.Sprintf("<= %d", th.MaxFalse404)
+	case SignalDiscovery:
+		return fmt.Sprintf("<= %s", th.MaxDiscoveryConvergence)
 	}
 	return fmt.Sprintf("<= %s over %d samples each", th.MaxForwardedAddedP99, LatencyFloor)
 }

@@ -241,3 +241,73 @@ func TestTotalsCountWhatTheSignalsRead(t *testing.T) {
 		t.Error("a p99 read on 20 samples")
 	}
 }
+
+// looks is a cluster's discovery as the guard sees it, look by look: the
+// apiservers answering (name=version) and what differs, the last look
+// repeated.
+type looks struct {
+	members [][]string
+	off     [][]string
+	made    int
+}
+
+func (l *looks) look(context.Context) (Look, error) {
+	i := min(l.made, len(l.off)-1)
+	l.made++
+	m := map[string]string{}
+	for _, kv := range l.members[min(i, len(l.members)-1)] {
+		name, v, _ := strings.Cut(kv, "=")
+		m[name] = v
+	}
+	return Look{Members: m, Requests: 2 * len(m), Off: l.off[i]}, nil
+}
+
+func discoveryGuarded(l *looks, bound time.Duration) (*Guard, *steps) {
+	th := promise.DefaultGuard
+	th.MaxDiscoveryConvergence.Duration = bound
+	src := &steps{advertised: map[string]bool{}, gone: map[string]bool{}}
+	return New(Input{Thresholds: th, Rollout: "test", Older: older, Newer: newer, Discovery: l.look}, src), src
+}
+
+func TestDiscoveryAgreesAfterEachStep(t *testing.T) {
+	l := &looks{members: [][]string{{"cp1=" + older, "cp2=" + older}, {"cp1=" + older, "cp2=" + older}, {"cp1=" + newer, "cp2=" + older, "cp6=" + newer}},
+		off: [][]string{nil, {"cp1 lacks g/v1/things"}, nil}}
+	g, src := discoveryGuarded(l, 5*time.Second)
+	if err := after(g, src, "01 set the version", "", 0, 1, 200); err != nil {
+		t.Fatal(err)
+	}
+	if err := after(g, src, "02 join", "cp6", 1, 1, 200); err != nil {
+		t.Fatalf("discovery agreeing a look after the step halted the rollout: %v", err)
+	}
+	d := g.Table().Steps[1].Signals[4]
+	if d.Signal != SignalDiscovery || d.Decision != report.GuardOK || !strings.Contains(d.Value, "3 apiservers agree after") ||
+		!strings.Contains(d.Value, "(cp1 "+older+" -> "+newer+", cp6 joined at "+newer+")") || d.Requests != 4+6 {
+		t.Errorf("the join's discovery signal: %+v", d)
+	}
+	if tot := g.Totals(); tot.Converged != 2 || tot.Changed != 1 || tot.Slowest < lookEvery {
+		t.Errorf("totals: %d converged, %d after a change, slowest %s; want 2, 1 and a look's wait at least", tot.Converged, tot.Changed, tot.Slowest)
+	}
+}
+
+func TestHaltsWhenDiscoveryStaysStale(t *testing.T) {
+	l := &looks{members: [][]string{{"cp1=" + older, "cp2=" + older}}, off: [][]string{{"cp1 still advertises g/v1/things"}}}
+	g, src := discoveryGuarded(l, time.Second)
+	err := after(g, src, "01 remove cp5", "", 0, 1, 200)
+	if err == nil || !strings.Contains(err.Error(), SignalDiscovery) || !strings.Contains(err.Error(), "cp1 still advertises g/v1/things") {
+		t.Fatalf("a merged discovery advertising what nobody serves past the bound: want a breach of %s saying what, got %v", SignalDiscovery, err)
+	}
+	if tot := g.Totals(); tot.Converged != 0 {
+		t.Errorf("a breach counted as converged: %+v", tot)
+	}
+}
+
+func TestDiscoveryIsNotReadAfterABreach(t *testing.T) {
+	l := &looks{members: [][]string{{"cp1=" + older}}, off: [][]string{nil}}
+	g, src := discoveryGuarded(l, time.Second)
+	if err := after(g, src, "01 join", "cp6", 0, 10, 503); err == nil {
+		t.Fatal("forwarded requests failing did not halt the rollout")
+	}
+	if d := g.Table().Steps[0].Signals[4]; l.made != 0 || d.Decision != report.GuardNA || !strings.Contains(d.Value, SignalForwarded) {
+		t.Errorf("discovery looked at %d times after a breach, signal %+v", l.made, d)
+	}
+}

@@ -38,6 +38,7 @@ var catalogue = []Promise{
 	{"rollout.disruption-budget", "unavailability per backend and connection type stays within the budgets"},
 	{"rollout.guard.halts", "a breach made on purpose (forwarded requests black-holed) halts the rollout at the next step, before any older control plane goes, and it is rolled back"},
 	{"rollout.guard.quiet", "the rollout guard halts no healthy rollout, and decides its signals on enough requests in each"},
+	{"rollout.discovery.each-step", "after every step of a rollout under the traffic, every apiserver's peer-merged discovery shows what the apiservers then serve and nothing more, within 30 s (twice the 15 s a peer's endpoint record lives)"},
 	{"rollout.forwarded-objective", "over every rollout under the traffic, forwarded requests meet the proxy's service objective: at most 1% answered 5xx or not at all (KEP-4020), and forwarding adds at most 1 s at p99, on at least 100 of each"},
 
 	// The Mixed Version Proxy in the mixed window.

@@ -30,6 +30,10 @@ type GuardThresholds struct {
 	// MaxForwardedAddedP99 bounds the p99 latency of forwarded requests
 	// over the p99 of the same request served where the resource lives.
 	MaxForwardedAddedP99 Duration `json:"maxForwardedAddedP99"`
+	// MaxDiscoveryConvergence bounds how long after a step every
+	// apiserver's peer-merged discovery may take to show what the
+	// apiservers serve then, and nothing more.
+	MaxDiscoveryConvergence Duration `json:"maxDiscoveryConvergence"`
 	// Confidence is how sure a share's breach must be: the failures seen
 	// would come by chance with probability below 1-Confidence if the
 	// share were at its threshold.
@@ -58,11 +62,13 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // shares, no false 404 while the proxy is on (the design's own bound),
 // a forwarded request at most 1 s slower at p99 than a local one (the
 // upstream API call latency SLO for a single object, which a forwarded
-// request must still meet), breaches decided at 99% confidence, and no
-// share decided on fewer than 10 requests.
+// request must still meet), merged discovery right within 30 s of a step
+// (twice the 15 s a peer's endpoint record lives), breaches decided at
+// 99% confidence, and no share decided on fewer than 10 requests.
 var DefaultGuard = GuardThresholds{
 	Max5xxShare: 0.01, MaxForwardedFailures: 0.01, MaxFalse404: 0,
-	MaxForwardedAddedP99: Duration{time.Second}, Confidence: 0.99, MinSample: 10,
+	MaxForwardedAddedP99: Duration{time.Second}, MaxDiscoveryConvergence: Duration{30 * time.Second},
+	Confidence: 0.99, MinSample: 10,
 }
 
 // Validate refuses thresholds no rollout could be held to, each reason
@@ -85,6 +91,9 @@ func (t GuardThresholds) Validate() error {
 	if t.MaxForwardedAddedP99.Duration < 0 {
 		errs = append(errs, fmt.Errorf("guard threshold maxForwardedAddedP99 is %s: cannot be negative", t.MaxForwardedAddedP99))
 	}
+	if t.MaxDiscoveryConvergence.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("guard threshold maxDiscoveryConvergence is %s: want more than 0", t.MaxDiscoveryConvergence))
+	}
 	if t.MinSample < 1 {
 		errs = append(errs, fmt.Errorf("guard threshold minSample is %d: want at least 1", t.MinSample))
 	}
@@ -93,7 +102,7 @@ func (t GuardThresholds) Validate() error {
 
 // GuardNames are the thresholds' names, as a file and --guard write them.
 func GuardNames() []string {
-	return []string{"max5xxShare", "maxForwardedFailures", "maxFalse404", "maxForwardedAddedP99", "confidence", "minSample"}
+	return []string{"max5xxShare", "maxForwardedFailures", "maxFalse404", "maxForwardedAddedP99", "maxDiscoveryConvergence", "confidence", "minSample"}
 }
 
 // Load reads thresholds from a YAML or JSON file over t: what the file
@@ -130,6 +139,8 @@ func (t GuardThresholds) Set(assignment string) (GuardThresholds, error) {
 		t.MinSample, err = strconv.Atoi(value)
 	case "maxForwardedAddedP99":
 		t.MaxForwardedAddedP99.Duration, err = time.ParseDuration(value)
+	case "maxDiscoveryConvergence":
+		t.MaxDiscoveryConvergence.Duration, err = time.ParseDuration(value)
 	}
 	if err != nil {
 		return t, fmt.Errorf("--guard %s: %w", assignment, err)

@@ -16,6 +16,7 @@ func TestThresholdsRefuseBadInput(t *testing.T) {
 		{"maxFalse404=-1", "cannot be negative"},
 		{"maxForwardedAddedP99=-1s", "cannot be negative"},
 		{"minSample=0", "at least 1"},
+		{"maxDiscoveryConvergence=0s", "want more than 0"},
 		{"p50=1", "the name one of"},
 		{"max5xxShare", "want name=value"},
 		{"maxForwardedAddedP99=1", "missing unit"},

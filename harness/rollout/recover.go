@@ -11,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiversion "k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/version"
@@ -41,6 +42,24 @@ func Census(ctx context.Context, c *cluster.Cluster) ([]Member, error) {
 	if err != nil {
 		return nil, err
 	}
+	joined, err := Joined(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Member, 0, len(cps))
+	for _, n := range cps {
+		m := Member{Name: n.Name, Joined: joined[n.Name]}
+		m.Version, m.Err = askVersion(ctx, c, n)
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Joined are the nodes kubeadm finished joining as control planes: their
+// Node carries the control-plane role, which kubeadm's last join phase
+// sets, and a removal deletes.
+func Joined(ctx context.Context, c *cluster.Cluster) (map[string]bool, error) {
 	cs, err := c.Client()
 	if err != nil {
 		return nil, err
@@ -53,14 +72,7 @@ func Census(ctx context.Context, c *cluster.Cluster) ([]Member, error) {
 	for _, n := range nodes.Items {
 		joined[n.Name] = true
 	}
-	out := make([]Member, 0, len(cps))
-	for _, n := range cps {
-		m := Member{Name: n.Name, Joined: joined[n.Name]}
-		m.Version, m.Err = askVersion(ctx, c, n)
-		out = append(out, m)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return joined, nil
 }
 
 // askVersion asks node's own apiserver for its version, for as long as
@@ -85,7 +97,7 @@ func askVersion(ctx context.Context, c *cluster.Cluster, node cluster.Node) (ver
 	err = wait.For(ctx, "rollout/apiserver-version", node.Name+"'s apiserver answering /version", func(ctx context.Context) (bool, string, error) {
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		raw, err := cs.Discovery().RESTClient().Get().AbsPath("/version").DoRaw(actx)
+		v, err := ServerVersion(actx, cs)
 		if err != nil {
 			// A request the budget cut short says nothing of the apiserver.
 			if ctx.Err() == nil {
@@ -93,13 +105,22 @@ func askVersion(ctx context.Context, c *cluster.Cluster, node cluster.Node) (ver
 			}
 			return false, err.Error(), nil
 		}
-		got, err = gitVersion(raw)
-		return err == nil, "", err
+		got = v
+		return true, "", nil
 	})
 	if err != nil && last != nil && ctx.Err() == nil {
 		return version.Version{}, last
 	}
 	return got, err
+}
+
+// ServerVersion asks the apiserver cs talks to for its version, once.
+func ServerVersion(ctx context.Context, cs kubernetes.Interface) (version.Version, error) {
+	raw, err := cs.Discovery().RESTClient().Get().AbsPath("/version").DoRaw(ctx)
+	if err != nil {
+		return version.Version{}, err
+	}
+	return gitVersion(raw)
 }
 
 // NodeVersions maps each control plane to the version its own apiserver
