@@ -268,6 +268,11 @@ var canFail = []struct {
 		table.Halted, table.HaltedAfter = &report.GuardSignal{Signal: "5xx-share", Requests: 40, Value: "3/40 (7.5%)", Threshold: "<= 1%", Decision: report.GuardBreach}, "join"
 		return JudgeQuiet([]report.GuardedRollout{table})
 	}},
+	{"proxy.load.concurrent", "under eight clients an apiserver, the newer server forwarded lists back: a loop", func(t *testing.T) promise.Verdict {
+		l := aBurst(80*time.Millisecond, 20*time.Millisecond)
+		l.Rerouted["cp5"] = 12
+		return judgeLoad(l, promise.DefaultGuard)
+	}},
 	{"rollout.discovery.each-step", "a merged discovery still advertised what no apiserver served, past the bound", func(t *testing.T) promise.Verdict {
 		table := quietTable("roll back to v1.35.4")
 		table.Steps[0].Signals[4].Decision = report.GuardBreach

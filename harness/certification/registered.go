@@ -43,6 +43,10 @@ var checks = append([]Check{
 	{IDs: ProxyPromises, In: []Part{partProxy}, Judge: inWindow(CheckProxy)},
 	{IDs: AnswerPromises, In: []Part{partProxy},
 		Judge: func(ctx context.Context, e *Env) []promise.Verdict { return CheckPeerAnswers(ctx, e.Window) }},
+	{IDs: []promise.ID{"proxy.load.concurrent"}, In: []Part{partProxy},
+		Judge: one(func(ctx context.Context, e *Env) promise.Verdict {
+			return CheckConcurrentLoad(ctx, e.Window, e.Thresholds)
+		})},
 	{IDs: []promise.ID{"proxy.trust.forged-lease"}, In: []Part{partProxy},
 		Judge: one(func(ctx context.Context, e *Env) promise.Verdict { return CheckForgedLease(ctx, e.C, e.Window) })},
 	{IDs: LinkPromises, In: []Part{partFaults},

@@ -30,19 +30,29 @@ const trustNamespace = "skewer-certify-trust"
 // asServiceAccount is a client of s acting as a new service account of
 // trustNamespace, and its user name.
 func asServiceAccount(ctx context.Context, admin kubernetes.Interface, s Server, name string) (*kubernetes.Clientset, *auditIDs, string, error) {
-	_, err := admin.CoreV1().ServiceAccounts(trustNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, nil, "", err
-	}
-	tok, err := admin.CoreV1().ServiceAccounts(trustNamespace).CreateToken(ctx, name, &authnv1.TokenRequest{}, metav1.CreateOptions{})
+	tok, err := serviceAccountToken(ctx, admin, trustNamespace, name)
 	if err != nil {
 		return nil, nil, "", err
 	}
 	cfg := rest.AnonymousClientConfig(s.Config)
-	cfg.BearerToken = tok.Status.Token
+	cfg.BearerToken = tok
 	ids := &auditIDs{}
 	cs, err := kubernetes.NewForConfig(ids.config(cfg))
 	return cs, ids, "system:serviceaccount:" + trustNamespace + ":" + name, err
+}
+
+// serviceAccountToken is a token of service account name in ns, made
+// first if it is not there.
+func serviceAccountToken(ctx context.Context, admin kubernetes.Interface, ns, name string) (string, error) {
+	_, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", err
+	}
+	tok, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authnv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		return "", err
+	}
+	return tok.Status.Token, nil
 }
 
 // CheckTrust judges proxy.trust.identity and proxy.trust.rbac-at-entry: a

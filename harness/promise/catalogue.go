@@ -42,6 +42,7 @@ var catalogue = []Promise{
 	{"rollout.forwarded-objective", "over every rollout under the traffic, forwarded requests meet the proxy's service objective: at most 1% answered 5xx or not at all (KEP-4020), and forwarding adds at most 1 s at p99, on at least 100 of each"},
 
 	// The Mixed Version Proxy in the mixed window.
+	{"proxy.load.concurrent", "eight clients at once on every apiserver list the newer-only resource for 10 s: forwarded lists meet the proxy's objective (at most 1% failed, at most 1 s added at p99 over the same list served locally), no apiserver that serves it forwards anything back, and each older entry's own reads stay unharmed (none failed, p99 within 1 s)"},
 	{"proxy.route.verbs", "an old apiserver serves a resource only its newer peer knows, for get, list, create, update, delete and watch"},
 	{"proxy.route.runtime-config", "an API turned off on one apiserver is served by forwarding to a peer"},
 	{"proxy.route.no-false-forwarding", "a resource that exists nowhere is 404 everywhere and is not forwarded"},
