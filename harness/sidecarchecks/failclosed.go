@@ -32,6 +32,16 @@ const (
 	// a request at either edge may be served rightly (make e2e met one
 	// begun the moment the restarted proxy turned ready, session 36).
 	outageEdge = 100 * time.Millisecond
+	// recoveryBound bounds the time out of service a crash costs: from
+	// the proxy's crash to the first request served through the Service
+	// again. The kubelet sees the exit at its next relist (every 1 s) and
+	// starts a container's first crash again at once (no back-off before
+	// a second); the proxy loads for guardedLoad and answers /ready, which
+	// the next readiness probe (every 1 s) finds. hungSlack is added once
+	// for the runtime's restart of the container and once for the
+	// kubelet's status write, the EndpointSlice update and the Service's
+	// rules on the node, as for the hung helper.
+	recoveryBound = time.Second + guardedLoad + time.Second + 2*hungSlack
 )
 
 // CheckFailClosed judges sidecar.failure.closed on every kubelet at once:
@@ -84,12 +94,51 @@ func proxyOutage(ev []fixtures.Event) (crash, back time.Time, err error) {
 	return crash, back, fmt.Errorf("the proxy crashed at %s and was never ready again", crash.UTC().Format("15:04:05.000"))
 }
 
+// servedThroughProxy counts the requests the app served, each of which
+// must have come through its proxy, and none while it was down (from
+// crash to back).
+func servedThroughProxy(ev []fixtures.Event, down func(time.Time) bool, crash, back time.Time) (int, error) {
+	served := 0
+	for _, e := range ev {
+		if e.Who != "app" || !strings.HasPrefix(e.What, "request ") {
+			continue
+		}
+		served++
+		switch {
+		case !strings.HasPrefix(e.What, "request via=proxy "):
+			return 0, fmt.Errorf("the app served a request that did not come through its proxy: %s", e)
+		case down(e.At):
+			return 0, fmt.Errorf("the app served a request while its proxy was down (%s to %s): %s", crash.UTC().Format("15:04:05.000"), back.UTC().Format("15:04:05.000"), e)
+		}
+	}
+	return served, nil
+}
+
+// recoveredWithin says whether the Service served again, first at
+// recovered, within recoveryBound of the crash; tried is the last attempt
+// the client began through it: one that stopped trying before the bound
+// could not tell.
+func recoveredWithin(crash, recovered, tried time.Time) error {
+	switch {
+	case recovered.IsZero() && tried.Sub(crash) < recoveryBound:
+		return unjudged("the client's last attempt through the Service began %s after the proxy crashed, before the recovery's bound %s: the recovery was not seen",
+			tried.Sub(crash).Round(time.Millisecond), recoveryBound)
+	case recovered.IsZero():
+		return fmt.Errorf("the Service never served the client again in the %s after the proxy crashed at %s: no recovery", tried.Sub(crash).Round(time.Millisecond), crash.UTC().Format("15:04:05.000"))
+	case recovered.Sub(crash) > recoveryBound:
+		return fmt.Errorf("the Service served the client again only %s after the proxy crashed, over the bound %s",
+			recovered.Sub(crash).Round(time.Millisecond), recoveryBound)
+	}
+	return nil
+}
+
 // judgeFailClosed judges sidecar.failure.closed on one kubelet's events:
 // the proxy crashed and was ready again; every request the app served
 // came through the proxy, none while it was down (from the crash until
 // ready again); every attempt the client began while the proxy was down
 // failed, through the Service and at the
-// Pod's proxy port; no attempt at the app's own port was ever served.
+// Pod's proxy port; no attempt at the app's own port was ever served; the
+// Service served again within recoveryBound of the crash.
 // Floors: the client was served through the Service and the proxy port
 // before the crash, and began an attempt on each address in the outage -
 // without them nothing shows the path closed rather than never open.
@@ -99,22 +148,19 @@ func judgeFailClosed(urls ClosedURLs, ev []fixtures.Event) ([]string, error) {
 		return nil, err
 	}
 	down := func(t time.Time) bool { return !t.Before(crash.Add(outageEdge)) && t.Before(back.Add(-outageEdge)) }
-	served := 0
-	for _, e := range ev {
-		if e.Who != "app" || !strings.HasPrefix(e.What, "request ") {
-			continue
-		}
-		served++
-		switch {
-		case !strings.HasPrefix(e.What, "request via=proxy "):
-			return nil, fmt.Errorf("the app served a request that did not come through its proxy: %s", e)
-		case down(e.At):
-			return nil, fmt.Errorf("the app served a request while its proxy was down (%s to %s): %s", crash.UTC().Format("15:04:05.000"), back.UTC().Format("15:04:05.000"), e)
-		}
+	served, err := servedThroughProxy(ev, down, crash, back)
+	if err != nil {
+		return nil, err
 	}
 	type tally struct{ before, inOutage, servedAfter int }
+	// The first attempt served through the Service after the outage, and
+	// the last the client began through it.
+	var recovered, tried time.Time
 	seen := map[string]*tally{urls.Service: {}, urls.Proxy: {}, urls.App: {}}
 	for _, a := range attempts(ev) {
+		if a.url == urls.Service && a.began.After(tried) {
+			tried = a.began
+		}
 		t := seen[a.url]
 		switch {
 		case t == nil:
@@ -129,6 +175,9 @@ func judgeFailClosed(urls ClosedURLs, ev []fixtures.Event) ([]string, error) {
 			t.before++
 		case a.ok:
 			t.servedAfter++
+			if a.url == urls.Service && (recovered.IsZero() || a.began.Before(recovered)) {
+				recovered = a.began
+			}
 		}
 	}
 	named := []struct{ name, url string }{{"the Service", urls.Service}, {"the Pod's proxy port", urls.Proxy}, {"the app's port", urls.App}}
@@ -142,6 +191,10 @@ func judgeFailClosed(urls ClosedURLs, ev []fixtures.Event) ([]string, error) {
 			return nil, unjudged("the client began no attempt at %s (%s) in the proxy's %s outage: it cannot be judged", n.name, n.url, back.Sub(crash).Round(time.Millisecond))
 		}
 	}
-	return []string{fmt.Sprintf("the proxy crashed after %d forwarded requests and was down %s until ready again; in that outage %d attempts through the Service, %d at the Pod's proxy port and %d at the app's own port all failed, and the app's port refused the client throughout; the app served %d requests, every one through its proxy; served through the Service %d times after the restart",
-		forwardedBeforeCrash, back.Sub(crash).Round(time.Millisecond), seen[urls.Service].inOutage, seen[urls.Proxy].inOutage, seen[urls.App].inOutage, served, seen[urls.Service].servedAfter)}, nil
+	if err := recoveredWithin(crash, recovered, tried); err != nil {
+		return nil, err
+	}
+	return []string{fmt.Sprintf("the proxy crashed after %d forwarded requests and was down %s until ready again; in that outage %d attempts through the Service, %d at the Pod's proxy port and %d at the app's own port all failed, and the app's port refused the client throughout; the app served %d requests, every one through its proxy; served through the Service again %s after the crash (bound %s), %d times",
+		forwardedBeforeCrash, back.Sub(crash).Round(time.Millisecond), seen[urls.Service].inOutage, seen[urls.Proxy].inOutage, seen[urls.App].inOutage, served,
+		recovered.Sub(crash).Round(time.Millisecond), recoveryBound, seen[urls.Service].servedAfter)}, nil
 }

@@ -288,6 +288,15 @@ func failClosedEvents(extra ...fixtures.Event) []fixtures.Event {
 	return append(ev, extra...)
 }
 
+// late is an attempt through the Service begun at, after the outage.
+func late(at time.Duration, ok bool) fixtures.Event {
+	what := "fail "
+	if ok {
+		what = "ok "
+	}
+	return fixtures.Event{At: t0.Add(at + 5*time.Millisecond), Who: "client", What: fmt.Sprintf("%s%s began=%d", what, failClosedURLs.Service, t0.Add(at).UnixNano())}
+}
+
 // sidecar.failure.closed: passes on the closed path; fails on a request
 // around the proxy and on one served in the outage; is an error where
 // the client saw no outage to judge.
@@ -318,6 +327,15 @@ func TestFailClosed(t *testing.T) {
 		"the app served a request not forwarded": {failClosedEvents(around), promise.Fail, "did not come through its proxy"},
 		"the Service served in the outage":       {failClosedEvents(inOutage), promise.Fail, "while the proxy was down"},
 		"the proxy never crashed":                {recorded("proxy start", "app start"), promise.Error, "never crashed"},
+		"the Service never served again": {slices.DeleteFunc(failClosedEvents(late(25*time.Second, false)), func(e fixtures.Event) bool {
+			return strings.HasPrefix(e.What, "ok "+failClosedURLs.Service) && e.At.After(t0.Add(3*time.Second))
+		}), promise.Fail, "never served the client again"},
+		"served again only after 25 s": {slices.DeleteFunc(failClosedEvents(late(25*time.Second, true)), func(e fixtures.Event) bool {
+			return strings.HasPrefix(e.What, "ok "+failClosedURLs.Service) && e.At.After(t0.Add(3*time.Second)) && e.At.Before(t0.Add(20*time.Second))
+		}), promise.Fail, "over the bound"},
+		"the client stopped trying": {slices.DeleteFunc(failClosedEvents(), func(e fixtures.Event) bool {
+			return strings.HasPrefix(e.What, "ok "+failClosedURLs.Service) && e.At.After(t0.Add(3*time.Second))
+		}), promise.Error, "the recovery was not seen"},
 		"no attempt in the outage": {slices.DeleteFunc(failClosedEvents(), func(e fixtures.Event) bool {
 			return e.Who == "client" && e.At.After(t0.Add(2*time.Second)) && e.At.Before(t0.Add(3600*time.Millisecond))
 		}), promise.Error, "cannot be judged"},
