@@ -295,6 +295,15 @@ var canFail = []struct {
 			ContainerStatuses:     []corev1.ContainerStatus{{Name: "app", RestartCount: 1, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(sidecarT0.Add(6 * time.Second))}}}}}}
 		return sidecarchecks.JudgeCrashAlone(kubelets, map[string]*corev1.Pod{"w1": pod}, map[string]metav1.Time{"w1": started}, nil)
 	}},
+	{"sidecar.oom.restarts-alone", "the app restarted when its sidecar was killed for memory", func(t *testing.T) promise.Verdict {
+		started := metav1.NewTime(sidecarT0)
+		killed := &corev1.ContainerStateTerminated{Reason: "OOMKilled", ExitCode: 137, FinishedAt: metav1.NewTime(sidecarT0.Add(6 * time.Second))}
+		pod := &corev1.Pod{Status: corev1.PodStatus{
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "hog", RestartCount: 1, LastTerminationState: corev1.ContainerState{Terminated: killed},
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(sidecarT0.Add(7 * time.Second))}}}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "app", RestartCount: 1, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(sidecarT0.Add(7 * time.Second))}}}}}}
+		return sidecarchecks.JudgeOOMAlone(kubelets, map[string]*corev1.Pod{"w1": pod}, map[string]metav1.Time{"w1": started})
+	}},
 	{"sidecar.hung.out-of-service", "the Pod of a hung sidecar left its Service's ready endpoints 40 s after the hang", func(t *testing.T) promise.Verdict {
 		hung := sidecarT0.Add(10 * time.Second)
 		pod := &corev1.Pod{Status: corev1.PodStatus{

@@ -265,8 +265,8 @@ func judgeLoad(l *Load, th promise.GuardThresholds) promise.Verdict {
 		return promise.Errored(id, "%d of the entries' own reads in %s: too few to say they were unharmed", len(l.Own), loadFor)
 	}
 	pf, pl, po := traffic.Percentile(t.fwd, 0.99), traffic.Percentile(t.local, 0.99), traffic.Percentile(t.own, 0.99)
-	ev := []string{fmt.Sprintf("%d clients on each of %d apiservers for %s: %d forwarded lists, %d failed (at most %g%%), %d throttled (429); p99 %s forwarded, %s local: +%s (at most %s)",
-		loadClients, len(l.Rerouted), loadFor, t.forwarded, t.failed, 100*th.MaxForwardedFailures, t.throttled, ms(pf), ms(pl), ms(pf-pl), th.MaxForwardedAddedP99),
+	ev := []string{fmt.Sprintf("%d clients on each of %d apiservers for %s: %d forwarded lists, %d failed (at most %g%%), %d throttled (429); p99 %s forwarded, %s local: %s (at most +%s)",
+		loadClients, len(l.Rerouted), loadFor, t.forwarded, t.failed, 100*th.MaxForwardedFailures, t.throttled, ms(pf), ms(pl), signed(pf-pl), th.MaxForwardedAddedP99),
 		fmt.Sprintf("the entries' own reads: %d, %d failed%s, p99 %s (at most %s)", len(l.Own), t.ownFailed, t.firstOwn, ms(po), ownP99),
 		fmt.Sprintf("rerouted counters moved: %v", l.Rerouted)}
 	fail := func(format string, args ...any) promise.Verdict {
@@ -324,6 +324,15 @@ func (l *Load) tally() loadTally {
 		}
 	}
 	return t
+}
+
+// signed is d to the millisecond with its sign: what forwarding added,
+// or took away.
+func signed(d time.Duration) string {
+	if d >= 0 {
+		return "+" + ms(d).String()
+	}
+	return ms(d).String()
 }
 
 // ms rounds d to the millisecond, for evidence.

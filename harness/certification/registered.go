@@ -140,9 +140,10 @@ func sidecarChecks() []Check {
 		c := Check{IDs: sc.IDs, In: []Part{p}, Strategy: rollout.StrategySurge,
 			Judge: func(ctx context.Context, e *Env) []promise.Verdict { return sc.Run(e.Sidecars, ctx) }}
 		if sc.Crashes {
-			// Crashed on purpose: a sidecar restarted alone, a migration's breach.
+			// Crashed on purpose: a sidecar restarted alone (or killed for
+			// memory), a migration's breach.
 			c.Restarts = func(*Env) Meaning {
-				return Meaning{Words: []string{sidecarchecks.CrashingSidecar, sidecarchecks.CrashingAgent}}
+				return Meaning{Words: []string{sidecarchecks.CrashingSidecar, sidecarchecks.CrashingAgent, sidecarchecks.HoggingSidecar}}
 			}
 		}
 		return c

@@ -78,6 +78,7 @@ var catalogue = []Promise{
 	{"sidecar.start.order", "the app starts only after the sidecar is started, or ready when it has a probe"},
 	{"sidecar.readiness.gates", "a sidecar readiness failure keeps the Pod out of service and halts the rollout"},
 	{"sidecar.crash.restarts-alone", "a sidecar crash restarts the sidecar alone"},
+	{"sidecar.oom.restarts-alone", "a native sidecar the kernel kills for memory at its limit (OOMKilled) is restarted alone: the app runs on, never restarted"},
 	{"sidecar.hung.out-of-service", "a sidecar that hangs, alive and silent, takes its Pod out of the Service's ready endpoints within its readiness probe's bound; the app runs on, and its liveness probe restarts the sidecar alone, back in service within the probes' bound"},
 	{"sidecar.failure.closed", "a security proxy in front of the app fails closed: while it is down no request reaches the app - through the Service, at the Pod's proxy port or at the app's own port - tried from a client Pod, and every request the app served came through the proxy; the Service serves again within 21 s of the crash (the kubelet's relist, a first restart not backed off, the proxy's load and readiness probe)"},
 	{"sidecar.failure.open", "an optional helper (a log agent) fails open: while it is down and restarting the app runs on, never restarted, answering at its own address, and once back the helper ships every line the app wrote, none lost or twice; the Service's share of the outage is measured"},

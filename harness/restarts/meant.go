@@ -105,7 +105,9 @@ func covers(w string, e Event) bool {
 	case Workloads:
 		return e.Kind == Container && e.Namespace != "kube-system"
 	}
-	return w == e.Kind || (e.Kind == Container && w == e.Container)
+	// A container named is covered when it restarts, and when the kernel
+	// kills it for memory.
+	return w == e.Kind || ((e.Kind == Container || e.Kind == OOMKilled) && w == e.Container)
 }
 
 // Meant says of an event whether a span names it and either covers its

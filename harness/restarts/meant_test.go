@@ -21,6 +21,7 @@ func TestMeantAndCheck(t *testing.T) {
 	spans := []Span{
 		{Name: "roll every control plane", Start: at.Add(-time.Minute).Add(700 * time.Millisecond), End: at.Add(time.Minute), Restarts: []string{ControlPlane}},
 		{Name: "kill CoreDNS", Start: at.Add(3 * time.Minute), End: at.Add(4 * time.Minute), Restarts: []string{"coredns"}},
+		{Name: "a sidecar killed for memory", Start: at.Add(10 * time.Minute), End: at.Add(11 * time.Minute), Restarts: []string{"hog"}},
 	}
 	in := func(e Event, d time.Duration) Event { e.Time = at.Add(d); return e }
 	container := func(pod, name string) Event {
@@ -61,6 +62,9 @@ func TestMeantAndCheck(t *testing.T) {
 		{in(Event{Kind: Container, Namespace: "kube-system", Pod: "etcd-cp1", Container: "etcd", PodCreated: at}, 2*time.Minute), false},
 		{in(Event{Kind: Evicted, Node: "w1", Namespace: "default", Pod: "web"}, 0), false},
 		{in(Event{Kind: OOMKilled, Node: "w1", Namespace: "default", Pod: "job-x", Container: "main"}, 0), false},
+		// A container a step names is meant when the kernel kills it too.
+		{in(Event{Kind: OOMKilled, Node: "w1", Namespace: "sidecar-oom", Pod: "oom", Container: "hog"}, 10*time.Minute+30*time.Second), true},
+		{in(Event{Kind: OOMKilled, Node: "w1", Namespace: "sidecar-oom", Pod: "oom", Container: "app"}, 10*time.Minute+30*time.Second), false},
 	} {
 		if got := meant(tc.e); got != tc.want {
 			t.Errorf("%s: meant %v, want %v", tc.e, got, tc.want)

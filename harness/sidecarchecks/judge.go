@@ -45,6 +45,15 @@ func JudgeCrashAlone(kubelets []Kubelet, after map[string]*corev1.Pod, appStarte
 	})
 }
 
+// JudgeOOMAlone is sidecar.oom.restarts-alone on each kubelet's Pod once
+// its sidecar was OOMKilled and restarted, its app having started at
+// appStarted.
+func JudgeOOMAlone(kubelets []Kubelet, after map[string]*corev1.Pod, appStarted map[string]metav1.Time) promise.Verdict {
+	return perKubelet(kubelets, "sidecar.oom.restarts-alone", func(k Kubelet) ([]string, error) {
+		return judgeOOMAlone(after[k.Name], appStarted[k.Name])
+	})
+}
+
 // JudgeHung is sidecar.hung.out-of-service on what each kubelet's Pod was
 // seen doing and what its fixtures recorded.
 func JudgeHung(kubelets []Kubelet, seen map[string]HungSeen, events map[string][]fixtures.Event) promise.Verdict {

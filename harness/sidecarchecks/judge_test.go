@@ -440,3 +440,34 @@ func TestScheduling(t *testing.T) {
 		}
 	}
 }
+
+// oomPod is the OOM check's Pod once its sidecar was killed for memory
+// (reason) and restarted; the app started at t0 with appRestarts.
+func oomPod(reason string, appStarted time.Time, appRestarts int32) *corev1.Pod {
+	hog := running(HoggingSidecar, t0.Add(7*time.Second), 1)
+	hog.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{Reason: reason, ExitCode: 137, FinishedAt: metav1.NewTime(t0.Add(6 * time.Second))}
+	return &corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{hog},
+		ContainerStatuses: []corev1.ContainerStatus{running("app", appStarted, appRestarts)}}}
+}
+
+// sidecar.oom.restarts-alone: passes when the app ran on; fails when it
+// restarted with its sidecar; an error when the sidecar was not killed
+// for memory.
+func TestOOMAlone(t *testing.T) {
+	started := onBoth(metav1.NewTime(t0))
+	if v := JudgeOOMAlone(testKubelets, onBoth(oomPod("OOMKilled", t0, 0)), started); v.Outcome != promise.Pass || !strings.Contains(v.Evidence[0], "OOMKilled at") || !strings.Contains(v.Evidence[0], "limit 48Mi") {
+		t.Errorf("the app ran on: %s %s %v", v.Outcome, v.Reason, v.Evidence)
+	}
+	for name, c := range map[string]struct {
+		pod  *corev1.Pod
+		want promise.Outcome
+	}{
+		"the app restarted too":        {oomPod("OOMKilled", t0.Add(8*time.Second), 1), promise.Fail},
+		"the app started again":        {oomPod("OOMKilled", t0.Add(8*time.Second), 0), promise.Fail},
+		"the sidecar exited otherwise": {oomPod("Error", t0, 0), promise.Error},
+	} {
+		if v := JudgeOOMAlone(testKubelets, onBoth(c.pod), started); v.Outcome != c.want {
+			t.Errorf("%s: %s %s, want %s", name, v.Outcome, v.Reason, c.want)
+		}
+	}
+}

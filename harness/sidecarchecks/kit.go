@@ -361,6 +361,7 @@ var Checks = []Check{
 	{ids("sidecar.failure.open"), true, one((*Sidecars).CheckFailOpen)},
 	{ids("sidecar.start.order"), false, one((*Sidecars).CheckStartOrder)},
 	{ids("sidecar.crash.restarts-alone"), false, one((*Sidecars).CheckCrashAlone)},
+	{ids("sidecar.oom.restarts-alone"), true, one((*Sidecars).CheckOOMAlone)},
 	{ids("sidecar.resources.limits-qos"), false, one((*Sidecars).CheckLimits)},
 	{ids("sidecar.resources.scheduling"), false, one((*Sidecars).CheckScheduling)},
 	{ids("sidecar.readiness.gates"), false, one((*Sidecars).CheckReadinessGates)},

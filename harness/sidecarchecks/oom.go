@@ -1,0 +1,83 @@
+package sidecarchecks
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/skewer-k8s/skewer/harness/promise"
+)
+
+// HoggingSidecar is the native sidecar the OOM check has the kernel kill
+// for memory, on purpose: a run that judges restarts is told it is meant,
+// its OOM kill and its restarts.
+const HoggingSidecar = "hog"
+
+// The hog's memory: a limit the kernel holds it to, and what it takes -
+// a step every half second, so the kill comes some 6 s after it starts,
+// once the app has started beside it (a sidecar killed before its Pod's
+// app starts would hold the app back instead).
+const (
+	hogLimit = 48 << 20
+	hogStep  = 4 << 20
+	hogEvery = "500ms"
+)
+
+// CheckOOMAlone judges sidecar.oom.restarts-alone on every kubelet: a
+// native sidecar that takes memory past its limit is killed by the kernel
+// (OOMKilled) and restarted by the kubelet alone, the app running on.
+func (s *Sidecars) CheckOOMAlone(ctx context.Context) promise.Verdict {
+	return s.onEach(ctx, "sidecar.oom.restarts-alone", func(ctx context.Context, k Kubelet) ([]string, error) {
+		ns, done, err := s.namespace(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		b := podBuilder{image: s.image, ns: ns, name: "oom", node: k.Name}
+		hog := native(b.container(HoggingSidecar, "hog", "-step", strconv.Itoa(hogStep), "-every", hogEvery))
+		limit := *resource.NewQuantity(hogLimit, resource.BinarySI)
+		hog.Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: limit}, Limits: corev1.ResourceList{corev1.ResourceMemory: limit}}
+		if _, err := s.cs.CoreV1().Pods(ns).Create(ctx, b.pod([]corev1.Container{hog}, []corev1.Container{b.container("app", "app")}), metav1.CreateOptions{}); err != nil {
+			return nil, err
+		}
+		before, err := s.waitPod(ctx, "certify/sidecar-pod", ns, b.name, "the app running", appRunning)
+		if err != nil {
+			return nil, err
+		}
+		appStarted := before.Status.ContainerStatuses[0].State.Running.StartedAt
+		after, err := s.waitPod(ctx, "certify/sidecar-pod", ns, b.name, "the sidecar OOMKilled and restarted", func(p *corev1.Pod) bool {
+			st := p.Status.InitContainerStatuses
+			return len(st) == 1 && st[0].RestartCount >= 1 && oomKilled(st[0].LastTerminationState)
+		})
+		if err != nil {
+			return nil, err
+		}
+		return judgeOOMAlone(after, appStarted)
+	})
+}
+
+// oomKilled says a container's termination was the kernel's, for memory.
+func oomKilled(st corev1.ContainerState) bool {
+	return st.Terminated != nil && st.Terminated.Reason == "OOMKilled"
+}
+
+// judgeOOMAlone judges sidecar.oom.restarts-alone on the Pod once its
+// sidecar was OOMKilled and restarted (after), the app having started at
+// appStarted: the app never restarted and runs since then.
+func judgeOOMAlone(after *corev1.Pod, appStarted metav1.Time) ([]string, error) {
+	sidecar, app := after.Status.InitContainerStatuses[0], after.Status.ContainerStatuses[0]
+	if !oomKilled(sidecar.LastTerminationState) {
+		return nil, unjudged("the sidecar was not OOMKilled: %s", lastTermination(sidecar))
+	}
+	if app.RestartCount != 0 || app.State.Running == nil || !app.State.Running.StartedAt.Equal(&appStarted) {
+		return nil, fmt.Errorf("the app did not keep running through its sidecar's OOM kill: %s (it started at %s)", containerStates(after), appStarted.UTC().Format("15:04:05"))
+	}
+	killed := sidecar.LastTerminationState.Terminated
+	return []string{fmt.Sprintf("the sidecar (memory limit %s) was OOMKilled at %s (exit %d) and restarted alone (restarts: sidecar %d, app 0); the app runs on since %s",
+		resource.NewQuantity(hogLimit, resource.BinarySI), killed.FinishedAt.UTC().Format("15:04:05"), killed.ExitCode, sidecar.RestartCount,
+		appStarted.UTC().Format("15:04:05"))}, nil
+}
