@@ -83,16 +83,18 @@ type Guard struct {
 	totals  Totals
 }
 
-// Totals are the forwarded requests a Guard read over its whole rollout,
-// and the same request served where the resource lives: what the
-// service objective of proxied requests is judged on.
+// Totals are what a Guard read over its whole rollout: the forwarded
+// requests and the same request served where the resource lives (what
+// the service objective of proxied requests is judged on), and how
+// discovery agreed after each step (rollout.discovery.each-step's).
 type Totals struct {
 	Forwarded, Failed int
 	// Latencies of the answered ones, forwarded and served locally.
 	ForwardedLatencies, LocalLatencies []time.Duration
 	// Converged counts the steps after which discovery agreed within
-	// its bound, Changed those of them after which other apiservers
-	// answered than after the step before; Slowest is the longest it took.
+	// its bound, Changed those of them after which the apiservers that
+	// answered, or their versions, were not those of the step before;
+	// Slowest is the longest it took.
 	Converged, Changed int
 	Slowest            time.Duration
 }
@@ -167,7 +169,7 @@ func (g *Guard) After(ctx context.Context, done rollout.Step) error {
 	return nil
 }
 
-// Totals are the forwarded requests read so far.
+// Totals are what the guard has read so far.
 func (g *Guard) Totals() Totals {
 	g.mu.Lock()
 	defer g.mu.Unlock()
