@@ -40,20 +40,17 @@ const (
 )
 
 // answer is one request of the burst: which apiserver was asked, whether
-// it forwarded (the resource lives elsewhere), what it answered (0: no
-// answer) and how long it took.
+// it forwarded (the resource lives elsewhere), and how it ended.
 type answer struct {
 	server    string
 	forwarded bool
-	code      int
-	latency   time.Duration
-	err       error
+	Attempt
 }
 
 // failed is an answer that is not the list asked for: a 5xx or none (the
 // objective's failures), or any other refusal - a 404 would be the proxy
 // not routing at all. A 429 is counted apart (throttled).
-func (a answer) failed() bool { return a.code != 200 }
+func (a answer) failed() bool { return a.Code != 200 }
 
 // Load is what a burst saw: every answer to the clients, every answer to
 // the entries' own readers, and how far each apiserver's rerouted
@@ -67,7 +64,8 @@ type Load struct {
 // CheckConcurrentLoad judges proxy.load.concurrent in the window w: many
 // clients at once - a service account, so priority and fairness queues
 // them as it would a controller - list the newer-only resource through
-// every apiserver, while each older entry's own reader (the admin, exempt)
+// every apiserver, while each older entry's own reader (the admin, in
+// another priority level)
 // asks for what it serves itself; th are the proxy's objective.
 func CheckConcurrentLoad(ctx context.Context, w *Window, th promise.GuardThresholds) promise.Verdict {
 	const id = "proxy.load.concurrent"
@@ -80,7 +78,7 @@ func CheckConcurrentLoad(ctx context.Context, w *Window, th promise.GuardThresho
 
 // burst makes the burst in w and reads the counters around it.
 func burst(ctx context.Context, w *Window) (*Load, error) {
-	all := append(append([]Server(nil), w.Old...), w.New...)
+	all := w.all()
 	cfg, cleanup, err := loadAccount(ctx, w)
 	if err != nil {
 		return nil, err
@@ -99,6 +97,7 @@ func burst(ctx context.Context, w *Window) (*Load, error) {
 	}
 	bctx, cancel := context.WithTimeout(ctx, loadFor)
 	defer cancel()
+	start := time.Now()
 	var wg sync.WaitGroup
 	for i, s := range all {
 		api, err := w.api(Server{Name: s.Name, Config: cfg(s)}, loadNamespace)
@@ -109,16 +108,15 @@ func burst(ctx context.Context, w *Window) (*Load, error) {
 		for range loadClients {
 			wg.Go(func() {
 				for bctx.Err() == nil {
-					start := time.Now()
-					_, err := api.List(bctx, metav1.ListOptions{Limit: 1})
+					a := Try(start, func() error { _, err := api.List(bctx, metav1.ListOptions{Limit: 1}); return err })
 					if bctx.Err() == nil {
-						keep(&load.Burst, answer{s.Name, forwarded, code(err), time.Since(start), err})
+						keep(&load.Burst, answer{s.Name, forwarded, a})
 					}
 				}
 			})
 		}
 		if forwarded {
-			wg.Go(func() { ownReads(bctx, s, func(a answer) { keep(&load.Own, a) }) })
+			wg.Go(func() { ownReads(bctx, s, start, func(a answer) { keep(&load.Own, a) }) })
 		}
 	}
 	wg.Wait()
@@ -140,12 +138,12 @@ func burst(ctx context.Context, w *Window) (*Load, error) {
 // ownReads is the entry's own reader: what s serves itself, every
 // ownEvery until ctx ends (paced by that alone: client-go's default limit
 // of 5 a second would hold it back).
-func ownReads(ctx context.Context, s Server, keep func(answer)) {
+func ownReads(ctx context.Context, s Server, start time.Time, keep func(answer)) {
 	cfg := rest.CopyConfig(s.Config)
 	cfg.QPS = -1
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		keep(answer{s.Name, false, 0, 0, err})
+		keep(answer{s.Name, false, Attempt{Message: err.Error()}})
 		return
 	}
 	tick := time.NewTicker(ownEvery)
@@ -156,24 +154,11 @@ func ownReads(ctx context.Context, s Server, keep func(answer)) {
 			return
 		case <-tick.C:
 		}
-		start := time.Now()
-		_, err := cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
+		a := Try(start, func() error { _, err := cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); return err })
 		if ctx.Err() == nil {
-			keep(answer{s.Name, false, code(err), time.Since(start), err})
+			keep(answer{s.Name, false, a})
 		}
 	}
-}
-
-// code is the HTTP status an error says; 200 for none, 0 for no answer.
-func code(err error) int {
-	var st apierrors.APIStatus
-	switch {
-	case err == nil:
-		return 200
-	case errors.As(err, &st):
-		return int(st.Status().Code)
-	}
-	return 0
 }
 
 // loadAccount makes the service account the burst lists as, allowed to
@@ -202,7 +187,7 @@ func loadAccount(ctx context.Context, w *Window) (func(Server) *rest.Config, fun
 		c.BearerToken, c.QPS, c.Burst = token, -1, 0
 		return c
 	}
-	for _, s := range append(append([]Server(nil), w.Old...), w.New...) {
+	for _, s := range w.all() {
 		api, err := w.api(Server{Name: s.Name, Config: cfg(s)}, loadNamespace)
 		if err == nil {
 			err = wait.For(ctx, "certify/rbac-reaches-servers", "the burst's service account to list "+w.Resource.Key()+" through "+s.Name,
@@ -302,25 +287,25 @@ func (l *Load) tally() loadTally {
 	var t loadTally
 	for _, a := range l.Burst {
 		switch {
-		case a.code == 429:
+		case a.Code == 429:
 			t.throttled++
 		case a.forwarded && a.failed():
 			t.forwarded++
 			t.failed++
 		case a.forwarded:
 			t.forwarded++
-			t.fwd = append(t.fwd, a.latency)
+			t.fwd = append(t.fwd, a.Took)
 		case !a.failed():
-			t.local = append(t.local, a.latency)
+			t.local = append(t.local, a.Took)
 		}
 	}
 	// An own read throttled (429) was harmed too: the burst was to be
 	// kept apart from it.
 	for _, a := range l.Own {
 		if !a.failed() {
-			t.own = append(t.own, a.latency)
+			t.own = append(t.own, a.Took)
 		} else if t.ownFailed++; t.ownFailed == 1 {
-			t.firstOwn = fmt.Sprintf(" (the first, at %s: %d %v)", a.server, a.code, a.err)
+			t.firstOwn = fmt.Sprintf(" (the first, at %s: %d %s)", a.server, a.Code, a.Message)
 		}
 	}
 	return t

@@ -15,13 +15,13 @@ import (
 func aBurst(fwd, own time.Duration) *Load {
 	l := &Load{Rerouted: map[string]float64{"cp1": 150, "cp2": 150, "cp5": 0}, Newer: []string{"cp5"}}
 	for i := range 300 {
-		l.Burst = append(l.Burst, answer{[]string{"cp1", "cp2"}[i%2], true, 200, fwd, nil})
+		l.Burst = append(l.Burst, answer{[]string{"cp1", "cp2"}[i%2], true, Attempt{Code: 200, Took: fwd}})
 	}
 	for range 150 {
-		l.Burst = append(l.Burst, answer{"cp5", false, 200, 30 * time.Millisecond, nil})
+		l.Burst = append(l.Burst, answer{"cp5", false, Attempt{Code: 200, Took: 30 * time.Millisecond}})
 	}
 	for i := range 200 {
-		l.Own = append(l.Own, answer{[]string{"cp1", "cp2"}[i%2], false, 200, own, nil})
+		l.Own = append(l.Own, answer{[]string{"cp1", "cp2"}[i%2], false, Attempt{Code: 200, Took: own}})
 	}
 	return l
 }
@@ -33,18 +33,18 @@ func TestJudgeLoad(t *testing.T) {
 	}
 	failing := aBurst(80*time.Millisecond, 20*time.Millisecond)
 	for i := range 6 {
-		failing.Burst[i].code = 503
+		failing.Burst[i].Code = 503
 	}
 	throttled := aBurst(80*time.Millisecond, 20*time.Millisecond)
 	for i := range 250 {
-		throttled.Burst[i].code = 429
+		throttled.Burst[i].Code = 429
 	}
 	notRouted := aBurst(80*time.Millisecond, 20*time.Millisecond)
 	for i := range 300 {
-		notRouted.Burst[i].code = 404
+		notRouted.Burst[i].Code = 404
 	}
 	harmed := aBurst(80*time.Millisecond, 20*time.Millisecond)
-	harmed.Own[3].code = 0
+	harmed.Own[3].Code = 0
 	looped := aBurst(80*time.Millisecond, 20*time.Millisecond)
 	looped.Rerouted["cp5"] = 3
 	for what, tc := range map[string]struct {

@@ -266,7 +266,7 @@ func CheckNoFalseForwarding(ctx context.Context, c *cluster.Cluster, w *Window) 
 	r := w.Resource
 	paths := []string{"/apis/nothing.skewer.io/v1/things", "/apis/" + r.Group + "/" + r.Version + "/skewernothings", "/apis/" + r.Group + "/v999/" + r.Resource}
 	var ev []string
-	all := append(append([]Server{}, w.Old...), w.New...)
+	all := w.all()
 	for i, s := range all {
 		cs, ids, err := s.traced()
 		if err != nil {

@@ -51,7 +51,7 @@ func CheckScope(ctx context.Context, c *cluster.Cluster, w *Window) promise.Verd
 			return fail(id, "create %s: %v", path, err)
 		}
 	}
-	all := append(append([]Server{}, w.Old...), w.New...)
+	all := w.all()
 	defer removeScope(context.WithoutCancel(ctx), rc, all)
 	var ev []string
 	for _, s := range all {

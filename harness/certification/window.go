@@ -217,6 +217,9 @@ func servers(ctx context.Context, c *cluster.Cluster) ([]Server, error) {
 	return out, nil
 }
 
+// all are the window's apiservers, the older ones first.
+func (w *Window) all() []Server { return append(append([]Server{}, w.Old...), w.New...) }
+
 // samplePath is where the repository keeps a sample object of r.
 func samplePath(r discovery.Resource) string {
 	root, err := source.Root()

@@ -41,17 +41,8 @@ func (s *Sidecars) CheckOOMAlone(ctx context.Context) promise.Verdict {
 		hog := native(b.container(HoggingSidecar, "hog", "-step", strconv.Itoa(hogStep), "-every", hogEvery))
 		limit := *resource.NewQuantity(hogLimit, resource.BinarySI)
 		hog.Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: limit}, Limits: corev1.ResourceList{corev1.ResourceMemory: limit}}
-		if _, err := s.cs.CoreV1().Pods(ns).Create(ctx, b.pod([]corev1.Container{hog}, []corev1.Container{b.container("app", "app")}), metav1.CreateOptions{}); err != nil {
-			return nil, err
-		}
-		before, err := s.waitPod(ctx, "certify/sidecar-pod", ns, b.name, "the app running", appRunning)
-		if err != nil {
-			return nil, err
-		}
-		appStarted := before.Status.ContainerStatuses[0].State.Running.StartedAt
-		after, err := s.waitPod(ctx, "certify/sidecar-pod", ns, b.name, "the sidecar OOMKilled and restarted", func(p *corev1.Pod) bool {
-			st := p.Status.InitContainerStatuses
-			return len(st) == 1 && st[0].RestartCount >= 1 && oomKilled(st[0].LastTerminationState)
+		after, appStarted, err := s.appThenSidecar(ctx, b, hog, "the sidecar OOMKilled and restarted", func(st corev1.ContainerStatus) bool {
+			return st.RestartCount >= 1 && oomKilled(st.LastTerminationState)
 		})
 		if err != nil {
 			return nil, err
@@ -69,12 +60,12 @@ func oomKilled(st corev1.ContainerState) bool {
 // sidecar was OOMKilled and restarted (after), the app having started at
 // appStarted: the app never restarted and runs since then.
 func judgeOOMAlone(after *corev1.Pod, appStarted metav1.Time) ([]string, error) {
-	sidecar, app := after.Status.InitContainerStatuses[0], after.Status.ContainerStatuses[0]
+	sidecar := after.Status.InitContainerStatuses[0]
 	if !oomKilled(sidecar.LastTerminationState) {
 		return nil, unjudged("the sidecar was not OOMKilled: %s", lastTermination(sidecar))
 	}
-	if app.RestartCount != 0 || app.State.Running == nil || !app.State.Running.StartedAt.Equal(&appStarted) {
-		return nil, fmt.Errorf("the app did not keep running through its sidecar's OOM kill: %s (it started at %s)", containerStates(after), appStarted.UTC().Format("15:04:05"))
+	if err := appUntouched(after, appStarted, "its sidecar's OOM kill"); err != nil {
+		return nil, err
 	}
 	killed := sidecar.LastTerminationState.Terminated
 	return []string{fmt.Sprintf("the sidecar (memory limit %s) was OOMKilled at %s (exit %d) and restarted alone (restarts: sidecar %d, app 0); the app runs on since %s",

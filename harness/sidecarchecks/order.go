@@ -118,21 +118,12 @@ func (s *Sidecars) CheckCrashAlone(ctx context.Context) promise.Verdict {
 		defer done()
 		b := podBuilder{image: s.image, ns: ns, name: "crash", node: k.Name}
 		proxy := native(b.container(CrashingSidecar, "proxy", "-load-after", "0s", "-crash-after", "5s", "-crash-marker", "/shared/crashed"))
-		if _, err := s.cs.CoreV1().Pods(ns).Create(ctx, b.pod([]corev1.Container{proxy}, []corev1.Container{b.container("app", "app")}), metav1.CreateOptions{}); err != nil {
-			return nil, err
-		}
-		before, err := s.waitPod(ctx, "certify/sidecar-pod", ns, b.name, "the app running", appRunning)
-		if err != nil {
-			return nil, err
-		}
-		appStarted := before.Status.ContainerStatuses[0].State.Running.StartedAt
 		// Restarted, not restarted once: a start the container runtime
 		// fails (runc's "unable to freeze" on a loaded cgroup v1 host) is
 		// counted as a restart too. How often the sidecar ran is judged on
 		// what it recorded.
-		after, err := s.waitPod(ctx, "certify/sidecar-pod", ns, b.name, "the sidecar restarted and running", func(p *corev1.Pod) bool {
-			st := p.Status.InitContainerStatuses
-			return len(st) == 1 && st[0].RestartCount >= 1 && st[0].State.Running != nil
+		after, appStarted, err := s.appThenSidecar(ctx, b, proxy, "the sidecar restarted and running", func(st corev1.ContainerStatus) bool {
+			return st.RestartCount >= 1 && st.State.Running != nil
 		})
 		if err != nil {
 			return nil, err
@@ -146,10 +137,10 @@ func (s *Sidecars) CheckCrashAlone(ctx context.Context) promise.Verdict {
 // on what its fixtures recorded (read once the app is seen unharmed):
 // the sidecar crashed and started again, the app ran on.
 func judgeCrashAlone(after *corev1.Pod, appStarted metav1.Time, read func() ([]fixtures.Event, error)) ([]string, error) {
-	app := after.Status.ContainerStatuses[0]
-	if app.RestartCount != 0 || app.State.Running == nil || !app.State.Running.StartedAt.Equal(&appStarted) {
-		return nil, fmt.Errorf("the app did not keep running through the sidecar's crash: %s (it started at %s)", containerStates(after), appStarted.UTC().Format("15:04:05"))
+	if err := appUntouched(after, appStarted, "the sidecar's crash"); err != nil {
+		return nil, err
 	}
+	app := after.Status.ContainerStatuses[0]
 	ev, err := read()
 	if err != nil {
 		return nil, err
@@ -174,6 +165,35 @@ func judgeCrashAlone(after *corev1.Pod, appStarted metav1.Time, read func() ([]f
 		line += fmt.Sprintf("; it ran twice, so %d of the restarts failed to start it: %s", sidecar.RestartCount-1, lastTermination(sidecar))
 	}
 	return []string{line}, nil
+}
+
+// appThenSidecar makes b's Pod of the native sidecar and an app, waits for
+// the app running, then for the sidecar's status to be what (done); it
+// returns the Pod then and when the app started.
+func (s *Sidecars) appThenSidecar(ctx context.Context, b podBuilder, sidecar corev1.Container, what string, done func(corev1.ContainerStatus) bool) (*corev1.Pod, metav1.Time, error) {
+	if _, err := s.cs.CoreV1().Pods(b.ns).Create(ctx, b.pod([]corev1.Container{sidecar}, []corev1.Container{b.container("app", "app")}), metav1.CreateOptions{}); err != nil {
+		return nil, metav1.Time{}, err
+	}
+	before, err := s.waitPod(ctx, "certify/sidecar-pod", b.ns, b.name, "the app running", appRunning)
+	if err != nil {
+		return nil, metav1.Time{}, err
+	}
+	appStarted := before.Status.ContainerStatuses[0].State.Running.StartedAt
+	after, err := s.waitPod(ctx, "certify/sidecar-pod", b.ns, b.name, what, func(p *corev1.Pod) bool {
+		st := p.Status.InitContainerStatuses
+		return len(st) == 1 && done(st[0])
+	})
+	return after, appStarted, err
+}
+
+// appUntouched says whether the Pod's app ran on through what its sidecar
+// met: never restarted, running since appStarted.
+func appUntouched(p *corev1.Pod, appStarted metav1.Time, through string) error {
+	app := p.Status.ContainerStatuses[0]
+	if app.RestartCount != 0 || app.State.Running == nil || !app.State.Running.StartedAt.Equal(&appStarted) {
+		return fmt.Errorf("the app did not keep running through %s: %s (it started at %s)", through, containerStates(p), appStarted.UTC().Format("15:04:05"))
+	}
+	return nil
 }
 
 // lastTermination says how a container's previous run ended.
