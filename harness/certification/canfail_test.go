@@ -377,6 +377,20 @@ var canFail = []struct {
 		return sidecarchecks.JudgeSIGTERMIgnored(kubelets, map[string]sidecarchecks.Stubborn{"w1": {
 			Events: recorded("app sigterm lines=100", "proxy sigterm ignored"), Deleted: sidecarT0, Gone: 40 * time.Second, Kept: 100}})
 	}},
+	{"sidecar.least-privilege", "the migrated helper ran with effective uid 0", func(t *testing.T) promise.Verdict {
+		always, no, yes := corev1.ContainerRestartPolicyAlways, false, true
+		pod := &corev1.Pod{Spec: corev1.PodSpec{ServiceAccountName: "hardened", AutomountServiceAccountToken: &no,
+			InitContainers: []corev1.Container{{Name: sidecarchecks.HelperProxy, RestartPolicy: &always, SecurityContext: &corev1.SecurityContext{
+				RunAsNonRoot: &yes, ReadOnlyRootFilesystem: &yes, AllowPrivilegeEscalation: &no, Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}}},
+			Containers: []corev1.Container{{Name: "app"}}}}
+		root := sidecarchecks.Privileges{Container: sidecarchecks.HelperProxy, UID: []string{"65532", "0", "65532", "65532"}, CapEff: "0000000000000000",
+			NoNewPrivs: "1", Seccomp: "2", RootReadOnly: true, Mounts: []string{"/"}}
+		app := sidecarchecks.Privileges{Container: "app", Mounts: []string{"/", "/var/run/secrets/kubernetes.io/serviceaccount"}}
+		on := func(p sidecarchecks.Privileges) map[string]sidecarchecks.Privileges {
+			return map[string]sidecarchecks.Privileges{"w1": p, "cp1": p}
+		}
+		return sidecarchecks.JudgeLeastPrivilege(kubelets, map[string]*corev1.Pod{"w1": pod, "cp1": pod}, on(root), on(app))
+	}},
 	{"sidecar.stripped.preflight", "a migration under the stripping webhook went through its batch", func(t *testing.T) promise.Verdict {
 		tg := sidecar.Target{Namespace: "ns", Name: "web"}
 		return sidecarchecks.JudgeStrippedPreflight(tg, []sidecar.BatchResult{{Targets: []sidecar.Target{tg}, Took: 20 * time.Second}})

@@ -81,6 +81,7 @@ var catalogue = []Promise{
 	{"sidecar.oom.restarts-alone", "a native sidecar the kernel kills for memory at its limit (OOMKilled) is restarted alone: the app runs on, never restarted"},
 	{"sidecar.hung.out-of-service", "a sidecar that hangs, alive and silent, takes its Pod out of the Service's ready endpoints within its readiness probe's bound; the app runs on, and its liveness probe restarts the sidecar alone, back in service within the probes' bound"},
 	{"sidecar.failure.closed", "a security proxy in front of the app fails closed: while it is down no request reaches the app - through the Service, at the Pod's proxy port or at the app's own port - tried from a client Pod, and every request the app served came through the proxy; the Service serves again within 21 s of the crash (the kubelet's relist, a first restart not backed off, the proxy's load and readiness probe)"},
+	{"sidecar.least-privilege", "a hardened helper migrated to a native sidecar keeps its least privilege, in the Pod the API server admits under Pod Security \"restricted\" and in the process the node runs: no root uid, no capabilities, no privilege escalation, a seccomp filter, a read-only root filesystem, and the Pod's own service account with no token mounted into the helper"},
 	{"sidecar.failure.open", "an optional helper (a log agent) fails open: while it is down and restarting the app runs on, never restarted, answering at its own address, and once back the helper ships every line the app wrote, none lost or twice; the Service's share of the outage is measured"},
 	{"sidecar.termination.reverse-order", "the app stops first, then the sidecars in reverse order"},
 	{"sidecar.termination.bounded-flush", "a log agent flushes within the grace period and the lines it lost are counted"},
@@ -96,7 +97,7 @@ var catalogue = []Promise{
 	{"sidecar.stripped.old-client", "an old client's read-modify-write that drops restartPolicy is caught by the migration's checks"},
 	{"sidecar.migration.batches", "the migration goes batch by batch and stops at the first batch that breaches a stop condition"},
 	{"sidecar.migration.stop-conditions", "every stop condition a user sets (ready latency, readiness failures, unavailable replicas, flush loss) stops the expansion when breached, naming what it saw"},
-	{"sidecar.migration.rollback", "a rollback restores the legacy template, verified by hash, ports, volumes and service account"},
+	{"sidecar.migration.rollback", "a rollback restores the legacy template, verified by hash, ports, volumes and service account, and the Pods it runs again are as the legacy Pods were admitted: no restartable init container left, the same containers, ports, mounts, volumes and service account, and what admission added to them"},
 	{"sidecar.worker-replaced", "a worker replaced by a newer one with sidecar Pods on it keeps the ordering guarantees"},
 
 	// The whole run.

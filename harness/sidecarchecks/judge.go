@@ -266,6 +266,14 @@ func JudgeMigrationRollback(tg sidecar.Target, before, after corev1.PodTemplateS
 	return verdict("sidecar.migration.rollback", nil, backOnLegacy(tg, before, after))
 }
 
+// JudgeLeastPrivilege is sidecar.least-privilege on each kubelet's Pod
+// the migration made and what its helper and app ran with there.
+func JudgeLeastPrivilege(kubelets []Kubelet, pods map[string]*corev1.Pod, helper, app map[string]Privileges) promise.Verdict {
+	return perKubelet(kubelets, "sidecar.least-privilege", func(k Kubelet) ([]string, error) {
+		return judgeLeastPrivilege(pods[k.Name], helper[k.Name], app[k.Name])
+	})
+}
+
 // JudgeStopCondition is sidecar.migration.stop-conditions on the batches
 // of the migration of the case name, whose breach must name want.
 func JudgeStopCondition(name, want string, results []sidecar.BatchResult) promise.Verdict {

@@ -2,7 +2,10 @@ package sidecarchecks
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -23,19 +26,19 @@ import (
 func (s *Sidecars) CheckMigration(ctx context.Context) []promise.Verdict {
 	const batches, rollback = "sidecar.migration.batches", "sidecar.migration.rollback"
 	var targets []sidecar.Target
-	before := map[sidecar.Target]corev1.PodTemplateSpec{}
+	before := map[sidecar.Target]legacy{}
 	for i := range 3 {
 		ns, done, err := s.namespace(ctx, nil)
 		if err != nil {
 			return []promise.Verdict{failed(batches, "%v", err), failed(rollback, "%v", err)}
 		}
 		defer done()
-		tg, tmpl, err := s.legacyDeployment(ctx, ns, i == 1)
+		tg, was, err := s.legacyDeployment(ctx, ns, i == 1)
 		if err != nil {
 			return []promise.Verdict{failed(batches, "%v", err), failed(rollback, "%v", err)}
 		}
 		targets = append(targets, tg)
-		before[tg] = tmpl
+		before[tg] = was
 	}
 	ev, err := s.migrateInBatches(ctx, targets, before)
 	out := []promise.Verdict{verdict(batches, ev, err)}
@@ -43,10 +46,17 @@ func (s *Sidecars) CheckMigration(ctx context.Context) []promise.Verdict {
 	return append(out, verdict(rollback, ev, err))
 }
 
+// legacy is what a Deployment ran before its migration: its template,
+// and its Pod as the API server admitted it.
+type legacy struct {
+	Template corev1.PodTemplateSpec
+	Pod      corev1.Pod
+}
+
 // legacyDeployment runs the app with the proxy as a regular container in
 // ns, with a service account of its own and the proxy's port named, and
 // waits until it is available.
-func (s *Sidecars) legacyDeployment(ctx context.Context, ns string, crashes bool) (sidecar.Target, corev1.PodTemplateSpec, error) {
+func (s *Sidecars) legacyDeployment(ctx context.Context, ns string, crashes bool) (sidecar.Target, legacy, error) {
 	b := podBuilder{image: s.image, ns: ns, name: "web"}
 	args := []string{"-load-after", "0s"}
 	if crashes {
@@ -62,17 +72,23 @@ func (s *Sidecars) legacyDeployment(ctx context.Context, ns string, crashes bool
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: pod.Labels}, Spec: pod.Spec}}}
 	tg := sidecar.Target{Namespace: ns, Name: d.Name}
 	if _, err := s.cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, metav1.CreateOptions{}); err != nil {
-		return tg, corev1.PodTemplateSpec{}, err
+		return tg, legacy{}, err
 	}
 	created, err := s.cs.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{})
 	if err != nil {
-		return tg, corev1.PodTemplateSpec{}, err
+		return tg, legacy{}, err
 	}
-	err = s.waitDeployment(ctx, ns, d.Name, "available", func(d *appsv1.Deployment) bool { return d.Status.AvailableReplicas == 1 })
-	return tg, created.Spec.Template, err
+	if err := s.waitDeployment(ctx, ns, d.Name, "available", func(d *appsv1.Deployment) bool { return d.Status.AvailableReplicas == 1 }); err != nil {
+		return tg, legacy{}, err
+	}
+	pods, err := s.running(ctx, tg)
+	if err != nil || len(pods) != 1 {
+		return tg, legacy{}, fmt.Errorf("the legacy Pod of %s: %d running, %v", tg, len(pods), err)
+	}
+	return tg, legacy{created.Spec.Template, pods[0]}, nil
 }
 
-func (s *Sidecars) migrateInBatches(ctx context.Context, targets []sidecar.Target, before map[sidecar.Target]corev1.PodTemplateSpec) ([]string, error) {
+func (s *Sidecars) migrateInBatches(ctx context.Context, targets []sidecar.Target, before map[sidecar.Target]legacy) ([]string, error) {
 	m := &sidecar.Migration{Client: s.cs, Helpers: []string{CrashingSidecar},
 		Selections: []sidecar.Selection{{Namespace: targets[0].Namespace}, {Namespace: targets[1].Namespace}, {Namespace: targets[2].Namespace}},
 		Stop:       sidecar.StopConditions{ReadyWithin: 2 * time.Minute, MaxRestarts: 0},
@@ -89,7 +105,7 @@ func (s *Sidecars) migrateInBatches(ctx context.Context, targets []sidecar.Targe
 	if err != nil {
 		return ev, err
 	}
-	if _, touched := third.Annotations[sidecar.LegacyAnnotation]; touched || sidecar.TemplateHash(third.Spec.Template) != sidecar.TemplateHash(before[targets[2]]) {
+	if _, touched := third.Annotations[sidecar.LegacyAnnotation]; touched || sidecar.TemplateHash(third.Spec.Template) != sidecar.TemplateHash(before[targets[2]].Template) {
 		return ev, fmt.Errorf("the batch after the breach was changed: %s", targets[2])
 	}
 	return append(ev, fmt.Sprintf("the batch after the breach (%s) untouched", targets[2])), nil
@@ -114,7 +130,7 @@ func stoppedAtBreach(results []sidecar.BatchResult) ([]string, error) {
 	return ev, nil
 }
 
-func (s *Sidecars) rollBack(ctx context.Context, targets []sidecar.Target, before map[sidecar.Target]corev1.PodTemplateSpec) ([]string, error) {
+func (s *Sidecars) rollBack(ctx context.Context, targets []sidecar.Target, before map[sidecar.Target]legacy) ([]string, error) {
 	if err := sidecar.Rollback(ctx, s.cs, targets); err != nil {
 		return nil, err
 	}
@@ -123,7 +139,7 @@ func (s *Sidecars) rollBack(ctx context.Context, targets []sidecar.Target, befor
 		if err != nil {
 			return nil, err
 		}
-		if err := backOnLegacy(tg, before[tg], d.Spec.Template); err != nil {
+		if err := backOnLegacy(tg, before[tg].Template, d.Spec.Template); err != nil {
 			return nil, err
 		}
 		if err := s.waitDeployment(ctx, tg.Namespace, tg.Name, "rolled back", func(d *appsv1.Deployment) bool {
@@ -131,8 +147,101 @@ func (s *Sidecars) rollBack(ctx context.Context, targets []sidecar.Target, befor
 		}); err != nil {
 			return nil, err
 		}
+		pods, err := s.running(ctx, tg)
+		if err != nil {
+			return nil, err
+		}
+		if err := rolledBackPods(tg, before[tg].Pod, pods); err != nil {
+			return nil, err
+		}
 	}
-	return []string{fmt.Sprintf("%d Deployments on their legacy template again (hash, ports, volumes, service account as before) and rolled out on it", len(targets))}, nil
+	return []string{fmt.Sprintf("%d Deployments on their legacy template again (hash, ports, volumes, service account as before) and rolled out on it; "+
+		"each one's running Pod as its legacy Pod was admitted (no restartable init container, the same containers, ports, mounts, volumes and service account)", len(targets))}, nil
+}
+
+// running are the Pods of tg's Deployment that are not being deleted.
+func (s *Sidecars) running(ctx context.Context, tg sidecar.Target) ([]corev1.Pod, error) {
+	pods, err := s.cs.CoreV1().Pods(tg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + tg.Name})
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil }), nil
+}
+
+// rolledBackPods judges the Pods tg runs after its rollback (pods) against
+// its legacy Pod as the API server admitted it before the migration: the
+// same shape (podShape), so what admission added then - a webhook's
+// output, the token volume - it adds again, and no helper is left a
+// restartable init container. No Pod at all is no evidence.
+func rolledBackPods(tg sidecar.Target, legacy corev1.Pod, pods []corev1.Pod) error {
+	if len(pods) == 0 {
+		return fmt.Errorf("%s runs no Pod after its rollback", tg)
+	}
+	want := podShape(legacy.Spec)
+	var errs []error
+	for _, p := range pods {
+		got := podShape(p.Spec)
+		if missing, extra := diffLines(want, got); len(missing)+len(extra) > 0 {
+			errs = append(errs, fmt.Errorf("Pod %s/%s after the rollback differs from the legacy Pod %s: lacks %v, has %v", p.Namespace, p.Name, legacy.Name, missing, extra))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// podShape is what a rollback must give the Pods it runs back, one line
+// each: the service account, every container in its place (an init
+// container with its restart policy) with its ports and mounts, and the
+// volumes; a generated name's per-Pod suffix (the token volume's) cut.
+func podShape(spec corev1.PodSpec) []string {
+	out := []string{"serviceAccount " + spec.ServiceAccountName}
+	line := func(kind string, c corev1.Container) string {
+		var ports, mounts []string
+		for _, p := range c.Ports {
+			ports = append(ports, fmt.Sprintf("%s:%d/%s", p.Name, p.ContainerPort, p.Protocol))
+		}
+		for _, m := range c.VolumeMounts {
+			mounts = append(mounts, generic(m.Name)+"@"+m.MountPath)
+		}
+		policy := ""
+		if c.RestartPolicy != nil {
+			policy = " restartPolicy " + string(*c.RestartPolicy)
+		}
+		return fmt.Sprintf("%s %s%s ports %v mounts %v", kind, c.Name, policy, ports, mounts)
+	}
+	for i, c := range spec.InitContainers {
+		out = append(out, line(fmt.Sprintf("initContainers[%d]", i), c))
+	}
+	for i, c := range spec.Containers {
+		out = append(out, line(fmt.Sprintf("containers[%d]", i), c))
+	}
+	for _, v := range spec.Volumes {
+		out = append(out, "volume "+generic(v.Name))
+	}
+	return out
+}
+
+// generic cuts the per-Pod suffix off the name of the token volume the
+// service account admission adds (kube-api-access-xxxxx).
+func generic(volume string) string {
+	if strings.HasPrefix(volume, "kube-api-access-") {
+		return "kube-api-access-*"
+	}
+	return volume
+}
+
+// diffLines are the lines of want not in got, and of got not in want.
+func diffLines(want, got []string) (missing, extra []string) {
+	for _, l := range want {
+		if !slices.Contains(got, l) {
+			missing = append(missing, l)
+		}
+	}
+	for _, l := range got {
+		if !slices.Contains(want, l) {
+			extra = append(extra, l)
+		}
+	}
+	return missing, extra
 }
 
 // backOnLegacy judges sidecar.migration.rollback on tg's template after

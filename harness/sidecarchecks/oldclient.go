@@ -41,7 +41,7 @@ func (s *Sidecars) oldClient(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	defer done()
-	tg, legacy, err := s.legacyDeployment(ctx, ns, false)
+	tg, was, err := s.legacyDeployment(ctx, ns, false)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +75,7 @@ func (s *Sidecars) oldClient(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return ev, err
 	}
-	rolled, err := s.rollBack(ctx, []sidecar.Target{tg}, map[sidecar.Target]corev1.PodTemplateSpec{tg: legacy})
+	rolled, err := s.rollBack(ctx, []sidecar.Target{tg}, map[sidecar.Target]legacy{tg: was})
 	return append(ev, rolled...), err
 }
 

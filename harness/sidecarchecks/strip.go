@@ -89,7 +89,7 @@ func (s *Sidecars) migrationStopsBefore(ctx context.Context, ns string) (string,
 	if err != nil {
 		return "", err
 	}
-	if _, touched := d.Annotations[sidecar.LegacyAnnotation]; touched || sidecar.TemplateHash(d.Spec.Template) != sidecar.TemplateHash(before) {
+	if _, touched := d.Annotations[sidecar.LegacyAnnotation]; touched || sidecar.TemplateHash(d.Spec.Template) != sidecar.TemplateHash(before.Template) {
 		return "", fmt.Errorf("the migration stopped before %s, and changed it anyway", tg)
 	}
 	return fmt.Sprintf("a migration of %s through the webhook stopped before its batch, the Deployment unchanged: %s", tg, res[0].Breach), nil
