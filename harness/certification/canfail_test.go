@@ -377,6 +377,21 @@ var canFail = []struct {
 		return sidecarchecks.JudgeSIGTERMIgnored(kubelets, map[string]sidecarchecks.Stubborn{"w1": {
 			Events: recorded("app sigterm lines=100", "proxy sigterm ignored"), Deleted: sidecarT0, Gone: 40 * time.Second, Kept: 100}})
 	}},
+	{"sidecar.canary.compared", "the native canary lost 40 log lines on deletion where the legacy one lost none", func(t *testing.T) promise.Verdict {
+		sec := func(s ...float64) []time.Duration {
+			var out []time.Duration
+			for _, x := range s {
+				out = append(out, time.Duration(x*float64(time.Second)))
+			}
+			return out
+		}
+		legacy := sidecarchecks.TemplateSeen{Ready: sec(2, 2, 3, 3), Requests: 160, Written: 2400, MemoryPeak: []int64{30 << 20, 30 << 20, 30 << 20, 30 << 20},
+			CPU: sec(0.4, 0.4, 0.4, 0.4), JobsUnfinished: 2}
+		native := legacy
+		native.Lost, native.Jobs, native.JobsUnfinished = 40, sec(5, 5), 0
+		seen := sidecarchecks.CanarySeen{Nodes: []string{"w1", "cp1"}, Pods: 4, Templates: [2]sidecarchecks.TemplateSeen{legacy, native}}
+		return sidecarchecks.JudgeCanary(seen, sidecarchecks.CompareCanary(seen))
+	}},
 	{"sidecar.least-privilege", "the migrated helper ran with effective uid 0", func(t *testing.T) promise.Verdict {
 		always, no, yes := corev1.ContainerRestartPolicyAlways, false, true
 		pod := &corev1.Pod{Spec: corev1.PodSpec{ServiceAccountName: "hardened", AutomountServiceAccountToken: &no,

@@ -93,6 +93,8 @@ type run struct {
 	// stopMemory ends the sampling of the run's memory and says its peak.
 	stopMemory func() *report.Memory
 	memory     *report.Memory
+	// canary is the sidecar canary's comparison, once it ran.
+	canary *report.Canary
 	// guards watch the rollouts made under the traffic; halt is the one
 	// with a breach made on purpose (breachOnPurpose).
 	guards []*guard.Guard

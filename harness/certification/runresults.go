@@ -29,7 +29,7 @@ func (r *run) soFar() report.Run {
 // judged.
 func (r *run) result() report.Run {
 	out := report.Run{Strategy: string(r.strategy), Shard: strings.Join(r.in.Shard, ","), Cluster: r.in.Name + "-" + string(r.strategy), Phases: r.phases, Disruption: r.disruption, Steps: r.steps, Components: r.components,
-		Events: r.events, Guard: r.tables(), Memory: r.memory}
+		Events: r.events, Guard: r.tables(), Memory: r.memory, Canary: r.canary}
 	for id, v := range r.verdicts {
 		out.Promises = append(out.Promises, report.Result{Verdict: v, Measured: r.measured[id]})
 	}

@@ -322,7 +322,9 @@ func (r *run) sidecars(ctx context.Context, s rollout.Strategy, before *corev1.C
 			// The worker's replacement joins beside the other checks.
 			defer e.Sidecars.StartWorker(ctx)()
 		}
-		if err := r.judgeIn(ctx, partSidecars, e); err != nil {
+		err = r.judgeIn(ctx, partSidecars, e)
+		r.canary = e.Sidecars.Compared()
+		if err != nil {
 			return err
 		}
 		return r.judgeIn(ctx, partWorker, e)

@@ -97,6 +97,7 @@ var catalogue = []Promise{
 	{"sidecar.stripped.old-client", "an old client's read-modify-write that drops restartPolicy is caught by the migration's checks"},
 	{"sidecar.migration.batches", "the migration goes batch by batch and stops at the first batch that breaches a stop condition"},
 	{"sidecar.migration.stop-conditions", "every stop condition a user sets (ready latency, readiness failures, unavailable replicas, flush loss) stops the expansion when breached, naming what it saw"},
+	{"sidecar.canary.compared", "the migration's canary, Pods of the native template beside the legacy one's on the same nodes and created at once, stays within a stop condition on each metric a platform team decides on: create-to-Ready p50 and p99, readiness failures, restarts, request errors through the proxy, log lines lost on deletion, memory and CPU peaks, Job completion; the table of both is in results.json and report.html"},
 	{"sidecar.migration.rollback", "a rollback restores the legacy template, verified by hash, ports, volumes and service account, and the Pods it runs again are as the legacy Pods were admitted: no restartable init container left, the same containers, ports, mounts, volumes and service account, and what admission added to them"},
 	{"sidecar.worker-replaced", "a worker replaced by a newer one with sidecar Pods on it keeps the ordering guarantees"},
 

@@ -128,7 +128,7 @@ func TestHTMLInABrowser(t *testing.T) {
 	if want, got := fmt.Sprintf("1 fail, 0 error, 1 waived, 1 not-applicable, 0 not-selected, %d pass", len(promise.Catalogue())-3), text("#counts"); got != want {
 		t.Errorf("counts %q, want %q", got, want)
 	}
-	if want, got := "Coverage: judged 70 of 71 promises; not judged: sidecar 1 of 24", text("#coverage"); got != want {
+	if want, got := "Coverage: judged 71 of 72 promises; not judged: sidecar 1 of 25", text("#coverage"); got != want {
 		t.Errorf("coverage %q, want %q", got, want)
 	}
 	rows := count(`document.querySelectorAll('tr.promise').length`)
@@ -183,6 +183,13 @@ func TestHTMLInABrowser(t *testing.T) {
 	}
 	if s := text("details.guard[open] summary"); !strings.Contains(s, `halted after "join the new node with kubeadm": forwarded-failures 6/6 (100.0%)`) {
 		t.Errorf("the halted table's summary %q", s)
+	}
+	// The sidecar canary's table, open on its breach, the row marked.
+	if n := count(`document.querySelectorAll('details.canary[open] tr.canary-row').length`); n != 2 {
+		t.Errorf("%d rows in the open canary table, want 2", n)
+	}
+	if s := text(`details.canary tr.canary-row[data-breached="true"]`); !strings.Contains(s, "log lines lost on deletion") {
+		t.Errorf("the breached canary row %q", s)
 	}
 	if m := text("p.memory"); !strings.HasPrefix(m, "peak memory 3.00 GiB") {
 		t.Errorf("the memory line %q", m)

@@ -150,6 +150,8 @@ type Run struct {
 	// Memory is the most the run held at once, from its cluster's
 	// creation to its last verdict.
 	Memory *Memory `json:"memory,omitempty"`
+	// Canary is the sidecar migration's canary compared side by side.
+	Canary *Canary `json:"canary,omitempty"`
 }
 
 // Label names the run in a report: its strategy, and its shard when the

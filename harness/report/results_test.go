@@ -76,6 +76,9 @@ func sample(t *testing.T) *Results {
 		{Rollout: "roll back to v1.35.4", Steps: []GuardStep{
 			{Step: "join the new node with kubeadm", Signals: []GuardSignal{signal("forwarded-failures", "0/44 (0.0%)", GuardOK), signal("5xx-share", "0/444 (0.0%)", GuardOK)}}}},
 	}
+	run.Canary = &Canary{Nodes: []string{"w1 (kubelet v1.35.4)", "cp4 (kubelet v1.36.3-acme.2)"}, Pods: 4, Rows: []CanaryRow{
+		{Metric: "create to Ready, p99", Legacy: "3.9s", Native: "5.2s", StopCondition: "<= legacy + 5s"},
+		{Metric: "log lines lost on deletion", Legacy: "37 of 2400", Native: "41 of 2380", StopCondition: "<= legacy", Breached: true}}}
 	run.Memory = &Memory{PeakBytes: 3 << 30, At: t0.Add(11 * time.Minute), ClusterBytes: 2900 << 20, SkewerPeakBytes: 150 << 20, Samples: 180, Every: 5 * time.Second}
 	run.Components = map[string][]Component{
 		"created": {{Node: "cp1", Role: "control-plane", Kubelet: "v1.35.4", APIServer: "v1.35.4", APIServerFlags: []string{"kube-apiserver", "--feature-gates=UnknownVersionInteroperabilityProxy=true"}},
@@ -233,7 +236,7 @@ func TestJUnitHasACasePerPromise(t *testing.T) {
 	if err := xml.Unmarshal(buf.Bytes(), &doc); err != nil {
 		t.Fatal(err)
 	}
-	if doc.Tests != len(promise.Catalogue()) || doc.Failures != 1 || doc.Skipped != 1 || !strings.Contains(buf.String(), `name="coverage" value="judged 70 of 71 promises; not judged: sidecar 1 of 24"`) {
+	if doc.Tests != len(promise.Catalogue()) || doc.Failures != 1 || doc.Skipped != 1 || !strings.Contains(buf.String(), `name="coverage" value="judged 71 of 72 promises; not judged: sidecar 1 of 25"`) {
 		t.Errorf("tests %d failures %d skipped %d", doc.Tests, doc.Failures, doc.Skipped)
 	}
 	for _, c := range doc.Suites[0].Cases {
@@ -253,7 +256,7 @@ func TestJUnitHasACasePerPromise(t *testing.T) {
 func TestSummary(t *testing.T) {
 	md := sample(t).Summary()
 	for _, want := range []string{
-		"# skewer certify v1.35.4 -> v1.36.3-acme.2: FAIL\n\n**Coverage**: judged 70 of 71 promises; not judged: sidecar 1 of 24.",
+		"# skewer certify v1.35.4 -> v1.36.3-acme.2: FAIL\n\n**Coverage**: judged 71 of 72 promises; not judged: sidecar 1 of 25.",
 		fmt.Sprintf("1 fail, 0 error, 1 waived, 1 not-applicable, 0 not-selected, %d pass", len(promise.Catalogue())-3),
 		"(waiver clusters/waivers/upstream.yaml:7 (cause no-capable-peer, versions 1.35, 1.36))",
 		"## Not applicable (the input rules it out)\n\n- **sidecar.worker-replaced** (surge): the in-place strategy has no sidecar phase",
@@ -268,6 +271,8 @@ func TestSummary(t *testing.T) {
 		"### Rollout guard (surge)\n\n| rollout | steps | ended | breach on purpose |\n|---|---|---|---|\n" +
 			"| resumed to v1.36.3-acme.2 with a breach on purpose | 2 | halted after \"join the new node with kubeadm\": forwarded-failures 6/6 (100.0%), threshold <= 1% at 99% confidence | every older apiserver's link to cp4 black-holed |\n" +
 			"| roll back to v1.35.4 | 1 | not halted |  |",
+		"### Sidecar canary (surge): 4 Pods of each template on w1 (kubelet v1.35.4), cp4 (kubelet v1.36.3-acme.2)\n\n| metric | legacy | native | stop condition | |\n|---|---|---|---|---|\n" +
+			"| create to Ready, p99 | 3.9s | 5.2s | <= legacy + 5s |  |\n| log lines lost on deletion | 37 of 2400 | 41 of 2380 | <= legacy | **breached** |",
 		"host: Linux 6.1.0-40-amd64, cgroup v1, 2 cores, Docker 20.10.24+dfsg1; v1.35.4: `skewer.local/node:v1.35.4` sha256:0123456789a",
 		"v1.36.3-acme.2: `skewer.local/node:v1.36.3-acme.2-1a2b3c4d` sha256:fedcba987654 (built around the release-tarball /srv/acme/kubernetes-server-linux-amd64.tar.gz given)",
 		"## Given builds\n\n| version | binary | sha256 |\n|---|---|---|\n| v1.36.3-acme.2 | (the tarball) | `" + strings.Repeat("ab", 32) + "` |\n",

@@ -64,6 +64,7 @@ func (r *Results) Summary() string {
 		}
 		b.WriteString(trafficSummary(run))
 		b.WriteString(guardSummary(run))
+		b.WriteString(canarySummary(run))
 	}
 	return b.String()
 }

@@ -188,8 +188,8 @@ func (m *Migration) settled(ctx context.Context, res *BatchResult) error {
 	if err != nil {
 		return err
 	}
-	res.Restarts = restarts(fresh)
-	if res.ReadinessFailures, err = readinessFailures(ctx, m.Client, fresh); err != nil {
+	res.Restarts = Restarts(fresh)
+	if res.ReadinessFailures, err = ReadinessFailures(ctx, m.Client, fresh); err != nil {
 		return err
 	}
 	if m.Stop.LostLines == nil {
@@ -215,7 +215,7 @@ func (m *Migration) draft(ctx context.Context, t Target) (*appsv1.Deployment, er
 	if err != nil {
 		return nil, err
 	}
-	native, err := toNative(d.Spec.Template.Spec, m.Helpers)
+	native, err := NativeSpec(d.Spec.Template.Spec, m.Helpers)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", t, err)
 	}
@@ -227,9 +227,9 @@ func (m *Migration) draft(ctx context.Context, t Target) (*appsv1.Deployment, er
 	return d, nil
 }
 
-// toNative moves the named helper containers to the front of the init
+// NativeSpec moves the named helper containers to the front of the init
 // containers as native sidecars, everything else about them unchanged.
-func toNative(spec corev1.PodSpec, helpers []string) (corev1.PodSpec, error) {
+func NativeSpec(spec corev1.PodSpec, helpers []string) (corev1.PodSpec, error) {
 	out := *spec.DeepCopy()
 	always := corev1.ContainerRestartPolicyAlways
 	var sidecars, rest []corev1.Container
@@ -334,7 +334,7 @@ func waitRolledOut(ctx context.Context, cs kubernetes.Interface, batch []Target,
 			if err != nil {
 				return false, "", err
 			}
-			done, state := rolledOut(d)
+			done, state := RolledOut(d)
 			all = all && done
 			states = append(states, t.String()+": "+state)
 			if u := unavailable(d); u > worst.Replicas {
@@ -354,9 +354,9 @@ func untilDeadline(deadline time.Time) wait.Budget {
 	return wait.Budget{Timeout: left, Interval: min(time.Second, left)}
 }
 
-// rolledOut says whether d runs its current template in every replica,
+// RolledOut says whether d runs its current template in every replica,
 // and if not, how far it is.
-func rolledOut(d *appsv1.Deployment) (bool, string) {
+func RolledOut(d *appsv1.Deployment) (bool, string) {
 	want := replicas(d)
 	st := d.Status
 	if st.ObservedGeneration < d.Generation {

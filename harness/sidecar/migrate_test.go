@@ -23,7 +23,7 @@ func TestToNativeAndBack(t *testing.T) {
 		},
 		Volumes: []corev1.Volume{{Name: "shared"}},
 	}}
-	native, err := toNative(legacy.Spec, []string{"proxy"})
+	native, err := NativeSpec(legacy.Spec, []string{"proxy"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,10 +44,10 @@ func TestToNativeAndBack(t *testing.T) {
 	if err := SameTemplate(legacy, *legacy.DeepCopy()); err != nil {
 		t.Errorf("SameTemplate of a copy = %v", err)
 	}
-	if _, err := toNative(legacy.Spec, []string{"mesh"}); err == nil {
+	if _, err := NativeSpec(legacy.Spec, []string{"mesh"}); err == nil {
 		t.Error("want an error for a helper that is not there")
 	}
-	if _, err := toNative(legacy.Spec, []string{"app", "proxy"}); err == nil {
+	if _, err := NativeSpec(legacy.Spec, []string{"app", "proxy"}); err == nil {
 		t.Error("want an error when no container is left")
 	}
 }
@@ -260,7 +260,7 @@ func TestRestartsCountACrashInBackOff(t *testing.T) {
 		{nil, []corev1.ContainerStatus{starting, running}, 0},
 	} {
 		pod := corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: c.init, ContainerStatuses: c.main}}
-		if got := restarts([]corev1.Pod{pod}); got != c.want {
+		if got := Restarts([]corev1.Pod{pod}); got != c.want {
 			t.Errorf("%+v %+v: %d restarts, want %d", c.init, c.main, got, c.want)
 		}
 	}

@@ -128,14 +128,14 @@ func newPods(ctx context.Context, cs kubernetes.Interface, batch []Target, repla
 	}), nil
 }
 
-// restarts sums the times the containers of pods ended and were, or are
+// Restarts sums the times the containers of pods ended and were, or are
 // to be, started again. The kubelet counts a restart (RestartCount) only
 // once the new instance is created, after the restart back-off (10 s the
 // first time); until then the container shows as ended - terminated, or
 // waiting with its last termination - and that crash counts too: a
 // helper that crashed a few seconds into a batch would otherwise pass a
 // settle as long as the back-off.
-func restarts(pods []corev1.Pod) int32 {
+func Restarts(pods []corev1.Pod) int32 {
 	var sum int32
 	for _, p := range pods {
 		for _, st := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
@@ -148,9 +148,9 @@ func restarts(pods []corev1.Pod) int32 {
 	return sum
 }
 
-// readinessFailures counts the readiness probe failures the kubelets
+// ReadinessFailures counts the readiness probe failures the kubelets
 // reported of pods: their Unhealthy events, each with its count.
-func readinessFailures(ctx context.Context, cs kubernetes.Interface, pods []corev1.Pod) (int32, error) {
+func ReadinessFailures(ctx context.Context, cs kubernetes.Interface, pods []corev1.Pod) (int32, error) {
 	uids := map[types.UID]bool{}
 	namespaces := map[string]bool{}
 	for _, p := range pods {

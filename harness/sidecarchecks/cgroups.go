@@ -31,21 +31,31 @@ type cgroupLimits struct {
 // cgroup v1 has a directory per controller (39 of them per Pod, read one
 // by one, were a third of the sidecar phase's execs).
 func podCgroup(ctx context.Context, node cluster.Node, uid string) (cgroupLimits, error) {
-	out, err := node.Run(ctx, "find", "/sys/fs/cgroup", "-maxdepth", "11", "-type", "f",
-		"(", "-path", "*pod"+uid+"*", "-o", "-path", "*pod"+strings.ReplaceAll(uid, "-", "_")+"*", ")",
-		"(", "-name", "cpu.max", "-o", "-name", "memory.max", "-o", "-name", "cpu.cfs_quota_us",
-		"-o", "-name", "cpu.cfs_period_us", "-o", "-name", "memory.limit_in_bytes", ")",
-		"-exec", "grep", "-H", ".", "{}", "+")
+	out, err := node.Run(ctx, podCgroupFind(uid, "cpu.max", "memory.max", "cpu.cfs_quota_us", "cpu.cfs_period_us", "memory.limit_in_bytes")...)
 	if err != nil {
 		return cgroupLimits{}, fmt.Errorf("failed to read the cgroup of Pod %s on %s: %w", uid, node.Name, err)
 	}
 	return parsePodCgroup(out, uid, node.Name)
 }
 
-// parsePodCgroup reads grep -H's "file:value" lines of the files of the
-// Pod's own directories (not its containers' below them).
-func parsePodCgroup(out, uid, node string) (cgroupLimits, error) {
-	var cg cgroupLimits
+// podCgroupFind is the command that finds the files named of the Pod's
+// cgroup by its UID and prints them, "file:line" each line.
+func podCgroupFind(uid string, names ...string) []string {
+	argv := []string{"find", "/sys/fs/cgroup", "-maxdepth", "11", "-type", "f",
+		"(", "-path", "*pod" + uid + "*", "-o", "-path", "*pod" + strings.ReplaceAll(uid, "-", "_") + "*", ")", "("}
+	for i, n := range names {
+		if i > 0 {
+			argv = append(argv, "-o")
+		}
+		argv = append(argv, "-name", n)
+	}
+	return append(argv, ")", "-exec", "grep", "-H", ".", "{}", "+")
+}
+
+// podDirs sorts grep -H's "file:line" lines of the files of the Pod's own
+// directories (not its containers' below them) by directory, in the order
+// found; a file of several lines keeps them all.
+func podDirs(out, uid string) (map[string]map[string]string, []string) {
 	dirs := map[string]map[string]string{}
 	var order []string
 	for _, line := range strings.Split(out, "\n") {
@@ -61,8 +71,17 @@ func parsePodCgroup(out, uid, node string) (cgroupLimits, error) {
 			dirs[dir] = map[string]string{}
 			order = append(order, dir)
 		}
-		dirs[dir][path.Base(file)] = strings.TrimSpace(value)
+		f := path.Base(file)
+		dirs[dir][f] = strings.TrimSpace(dirs[dir][f] + "\n" + strings.TrimSpace(value))
 	}
+	return dirs, order
+}
+
+// parsePodCgroup reads grep -H's "file:value" lines of the files of the
+// Pod's own directories (not its containers' below them).
+func parsePodCgroup(out, uid, node string) (cgroupLimits, error) {
+	var cg cgroupLimits
+	dirs, order := podDirs(out, uid)
 	for _, dir := range order {
 		f := dirs[dir]
 		if v, ok := f["cpu.max"]; ok { // cgroup v2: one directory

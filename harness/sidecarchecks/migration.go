@@ -142,8 +142,11 @@ func (s *Sidecars) rollBack(ctx context.Context, targets []sidecar.Target, befor
 		if err := backOnLegacy(tg, before[tg].Template, d.Spec.Template); err != nil {
 			return nil, err
 		}
+		// Rolled out as the controller has observed the rollback: a status
+		// read before it is the migrated template's, rolled out too.
 		if err := s.waitDeployment(ctx, tg.Namespace, tg.Name, "rolled back", func(d *appsv1.Deployment) bool {
-			return d.Status.UpdatedReplicas == 1 && d.Status.AvailableReplicas == 1 && d.Status.Replicas == 1
+			done, _ := sidecar.RolledOut(d)
+			return done
 		}); err != nil {
 			return nil, err
 		}

@@ -1,0 +1,121 @@
+package sidecarchecks
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skewer-k8s/skewer/harness/promise"
+	"github.com/skewer-k8s/skewer/harness/sidecar"
+)
+
+// A canary whose native template did as well as its legacy one: slower
+// to Ready by its sidecars' starts, none of its lines lost, its Jobs done.
+func healthyCanary() CanarySeen {
+	ready := func(ms ...int) []time.Duration {
+		var out []time.Duration
+		for _, m := range ms {
+			out = append(out, time.Duration(m)*time.Millisecond)
+		}
+		return out
+	}
+	return CanarySeen{Nodes: []string{"w1 (kubelet v1.35.4)", "cp1 (kubelet v1.36.3)"}, Pods: 4, Templates: [2]TemplateSeen{
+		{Ready: ready(2100, 2300, 2600, 3900), Requests: 160, Errors: 1, Written: 2400, Lost: 37, MemoryPeak: []int64{30 << 20, 31 << 20, 29 << 20, 33 << 20},
+			CPU: ready(400, 410, 380, 450), JobsUnfinished: 2},
+		{Ready: ready(3000, 3300, 3500, 5200), Requests: 158, Errors: 1, Written: 2380, Lost: 0, MemoryPeak: []int64{31 << 20, 30 << 20, 30 << 20, 34 << 20},
+			CPU: ready(420, 400, 390, 470), Jobs: []time.Duration{5 * time.Second, 6 * time.Second}},
+	}}
+}
+
+// The canary passes what held, fails on each stop condition the native
+// template breaches, naming it, and cannot be judged on too little.
+func TestCanary(t *testing.T) {
+	seen := healthyCanary()
+	v := JudgeCanary(seen, CompareCanary(seen))
+	if v.Outcome != promise.Pass {
+		t.Fatalf("a healthy canary: %s %s", v.Outcome, v.Reason)
+	}
+	if ev := strings.Join(v.Evidence, "\n"); !strings.Contains(ev, "create to Ready, p99: legacy 3.9s, native 5.2s (stop condition <= legacy + 5s)") ||
+		!strings.Contains(ev, "log lines lost on deletion: legacy 37 of 2400, native 0 of 2380") {
+		t.Errorf("evidence:\n%s", ev)
+	}
+	for name, c := range map[string]struct {
+		change func(n *TemplateSeen)
+		names  string
+	}{
+		"slow to Ready":    {func(n *TemplateSeen) { n.Ready[3] = 9 * time.Second }, "create to Ready, p99"},
+		"probe failures":   {func(n *TemplateSeen) { n.ReadinessFailures = 3 }, "readiness probe failures"},
+		"a restart":        {func(n *TemplateSeen) { n.Restarts = 1 }, "container restarts"},
+		"errors":           {func(n *TemplateSeen) { n.Errors = 5 }, "request errors"},
+		"lines lost":       {func(n *TemplateSeen) { n.Lost = 40 }, "log lines lost"},
+		"memory":           {func(n *TemplateSeen) { n.MemoryPeak[0] = 60 << 20 }, "memory peak"},
+		"CPU":              {func(n *TemplateSeen) { n.CPU[0] = time.Second }, "CPU time"},
+		"a Job unfinished": {func(n *TemplateSeen) { n.Jobs, n.JobsUnfinished = n.Jobs[:1], 1 }, "Job start to complete"},
+		"a Job slow":       {func(n *TemplateSeen) { n.Jobs[1] = time.Minute }, "Job start to complete"},
+	} {
+		seen := healthyCanary()
+		c.change(&seen.Templates[nativeTemplate])
+		table := CompareCanary(seen)
+		v := JudgeCanary(seen, table)
+		if v.Outcome != promise.Fail || !strings.Contains(v.Reason, c.names) || len(table.Breaches()) != 1 {
+			t.Errorf("%s: %s %q, breaches %v", name, v.Outcome, v.Reason, table.Breaches())
+		}
+	}
+	for name, change := range map[string]func(s *CanarySeen){
+		"a Pod never Ready": func(s *CanarySeen) {
+			s.Templates[nativeTemplate].Ready, s.Templates[nativeTemplate].NeverReady = s.Templates[1].Ready[:3], 1
+		},
+		"few requests":    func(s *CanarySeen) { s.Templates[legacyTemplate].Requests = 40 },
+		"no lines":        func(s *CanarySeen) { s.Templates[nativeTemplate].Written = 0 },
+		"a cgroup unread": func(s *CanarySeen) { s.Templates[legacyTemplate].MemoryPeak = s.Templates[0].MemoryPeak[:2] },
+	} {
+		seen := healthyCanary()
+		change(&seen)
+		if v := JudgeCanary(seen, CompareCanary(seen)); v.Outcome != promise.Error || !strings.Contains(v.Reason, "too little") {
+			t.Errorf("%s: %s %q", name, v.Outcome, v.Reason)
+		}
+	}
+}
+
+// The native template is the legacy one as the migration makes it: the
+// helpers native sidecars in their order, the app left alone; a Job has
+// only the log agent to move.
+func TestCanaryTemplates(t *testing.T) {
+	b := podBuilder{image: "fixture", ns: "ns", name: "native-w1-0", node: "w1"}
+	legacy, err := canaryPod(b, false)
+	if err != nil || len(legacy.Spec.InitContainers) != 0 || len(legacy.Spec.Containers) != 3 || legacy.Labels["template"] != "legacy" {
+		t.Fatalf("legacy: %+v, %v", legacy.Spec, err)
+	}
+	native, err := canaryPod(b, true)
+	if err != nil || native.Labels["template"] != "native" {
+		t.Fatal(err)
+	}
+	if err := sidecar.Admitted(native.Spec, canaryHelpers); err != nil || len(native.Spec.Containers) != 1 || native.Spec.Containers[0].Name != "app" {
+		t.Errorf("native: %v; containers %v", err, native.Spec.Containers)
+	}
+	job, err := canaryJob(b, true)
+	if err != nil || sidecar.Admitted(job.Spec.Template.Spec, []string{"log-agent"}) != nil || job.Labels["template"] != "native" {
+		t.Errorf("native Job: %+v, %v", job.Spec.Template.Spec, err)
+	}
+}
+
+// A Pod's usage is read from its own cgroup directories, v1 or v2, not
+// its containers'.
+func TestParsePodUsage(t *testing.T) {
+	const uid = "0add0573-e59f-4216-80e7-34e00d17ac7e"
+	const pod = "kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/kubelet-kubepods-besteffort-pod0add0573_e59f_4216_80e7_34e00d17ac7e.slice"
+	v1 := "/sys/fs/cgroup/memory/" + pod + "/memory.max_usage_in_bytes:34603008\n" +
+		"/sys/fs/cgroup/memory/" + pod + "/cri-containerd-4f1e.scope/memory.max_usage_in_bytes:1048576\n" +
+		"/sys/fs/cgroup/cpu,cpuacct/" + pod + "/cpuacct.usage:412345678\n"
+	if peak, cpu, err := parsePodUsage(v1, uid, "w1"); err != nil || peak != 33<<20 || cpu != 412345678 {
+		t.Errorf("cgroup v1: %d, %s, %v", peak, cpu, err)
+	}
+	dir := "/sys/fs/cgroup/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice/"
+	v2 := dir + "memory.peak:34603008\n" + dir + "cpu.stat:usage_usec 412345\n" + dir + "cpu.stat:user_usec 300000\n"
+	if peak, cpu, err := parsePodUsage(v2, uid, "w1"); err != nil || peak != 33<<20 || cpu != 412345*time.Microsecond {
+		t.Errorf("cgroup v2: %d, %s, %v", peak, cpu, err)
+	}
+	if _, _, err := parsePodUsage("/sys/fs/cgroup/memory/"+pod+"/memory.max_usage_in_bytes:34603008\n", uid, "w1"); err == nil {
+		t.Error("no CPU time read: no error")
+	}
+}
