@@ -64,8 +64,11 @@ type TemplateSeen struct {
 	Ready             []time.Duration
 	NeverReady        int
 	ReadinessFailures int32
-	Restarts          int32
-	Requests, Errors  int
+	// ReadinessLost counts the times a Pod that was Ready was seen not
+	// Ready while it was asked.
+	ReadinessLost    int32
+	Restarts         int32
+	Requests, Errors int
 	// Written and Lost are the app's lines and those its log agent never
 	// shipped, over the template's Pods deleted.
 	Written, Lost int
@@ -255,31 +258,77 @@ func (s *Sidecars) canaryServe(ctx context.Context, ns string, pods [2][]string,
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	end := time.Now().Add(canaryServe)
+	of := map[string]int{}
 	for t := range templateNames {
 		for _, name := range pods[t] {
+			of[name] = t
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				tick := time.NewTicker(canaryEvery)
-				defer tick.Stop()
-				for time.Now().Before(end) && ctx.Err() == nil {
-					_, err := cs.CoreV1().Pods(ns).ProxyGet("http", name, "8080", "/", nil).DoRaw(ctx)
-					mu.Lock()
-					seen.Templates[t].Requests++
-					if err != nil {
-						seen.Templates[t].Errors++
-					}
-					mu.Unlock()
-					select {
-					case <-ctx.Done():
-					case <-tick.C:
-					}
-				}
+				asked, failed := askThroughProxy(ctx, cs, ns, name, end)
+				mu.Lock()
+				seen.Templates[t].Requests += asked
+				seen.Templates[t].Errors += failed
+				mu.Unlock()
 			}()
 		}
 	}
+	lost := readinessLost(ctx, cs, ns, of, end)
 	wg.Wait()
+	for t := range templateNames {
+		seen.Templates[t].ReadinessLost = lost[t]
+	}
 	return nil
+}
+
+// askThroughProxy asks the Pod name at its proxy's port every canaryEvery
+// until end, and says how many times it asked and how many failed.
+func askThroughProxy(ctx context.Context, cs kubernetes.Interface, ns, name string, end time.Time) (asked, failed int) {
+	tick := time.NewTicker(canaryEvery)
+	defer tick.Stop()
+	for time.Now().Before(end) && ctx.Err() == nil {
+		if _, err := cs.CoreV1().Pods(ns).ProxyGet("http", name, "8080", "/", nil).DoRaw(ctx); err != nil {
+			failed++
+		}
+		asked++
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		}
+	}
+	return asked, failed
+}
+
+// readinessLost looks at the canary's Pods (of: each one's template)
+// every canaryEvery until end and counts, by template, the times one that
+// was Ready was not: out of service after it served. A probe that fails
+// before a Pod's first Ready (the kubelet's Unhealthy events count those
+// too) keeps nothing out of service that was in it.
+func readinessLost(ctx context.Context, cs kubernetes.Interface, ns string, of map[string]int, end time.Time) [2]int32 {
+	var lost [2]int32
+	was := map[string]bool{}
+	tick := time.NewTicker(canaryEvery)
+	defer tick.Stop()
+	for time.Now().Before(end) && ctx.Err() == nil {
+		if list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "template"}); err == nil {
+			for _, p := range list.Items {
+				t, ok := of[p.Name]
+				if !ok {
+					continue
+				}
+				ready := podReady(&p)
+				if was[p.Name] && !ready {
+					lost[t]++
+				}
+				was[p.Name] = ready
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		}
+	}
+	return lost
 }
 
 // canaryUsage reads each of a template's Pods' restarts and readiness

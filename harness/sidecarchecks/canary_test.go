@@ -20,9 +20,9 @@ func healthyCanary() CanarySeen {
 		return out
 	}
 	return CanarySeen{Nodes: []string{"w1 (kubelet v1.35.4)", "cp1 (kubelet v1.36.3)"}, Pods: 4, Templates: [2]TemplateSeen{
-		{Ready: ready(2100, 2300, 2600, 3900), Requests: 160, Errors: 1, Written: 2400, Lost: 37, MemoryPeak: []int64{30 << 20, 31 << 20, 29 << 20, 33 << 20},
+		{Ready: ready(2100, 2300, 2600, 3900), ReadinessFailures: 2, Requests: 160, Errors: 1, Written: 2400, Lost: 37, MemoryPeak: []int64{30 << 20, 31 << 20, 29 << 20, 33 << 20},
 			CPU: ready(400, 410, 380, 450), JobsUnfinished: 2},
-		{Ready: ready(3000, 3300, 3500, 5200), Requests: 158, Errors: 1, Written: 2380, Lost: 0, MemoryPeak: []int64{31 << 20, 30 << 20, 30 << 20, 34 << 20},
+		{Ready: ready(3000, 3300, 3500, 5200), ReadinessFailures: 3, Requests: 158, Errors: 1, Written: 2380, Lost: 0, MemoryPeak: []int64{31 << 20, 30 << 20, 30 << 20, 34 << 20},
 			CPU: ready(420, 400, 390, 470), Jobs: []time.Duration{5 * time.Second, 6 * time.Second}},
 	}}
 }
@@ -36,7 +36,8 @@ func TestCanary(t *testing.T) {
 		t.Fatalf("a healthy canary: %s %s", v.Outcome, v.Reason)
 	}
 	if ev := strings.Join(v.Evidence, "\n"); !strings.Contains(ev, "create to Ready, p99: legacy 3.9s, native 5.2s (stop condition <= legacy + 5s)") ||
-		!strings.Contains(ev, "log lines lost on deletion: legacy 37 of 2400, native 0 of 2380") {
+		!strings.Contains(ev, "log lines lost on deletion: legacy 37 of 2400, native 0 of 2380") ||
+		!strings.Contains(ev, "readiness lost after Ready (probe failures in all): legacy 0 (2), native 0 (3)") {
 		t.Errorf("evidence:\n%s", ev)
 	}
 	for name, c := range map[string]struct {
@@ -44,7 +45,7 @@ func TestCanary(t *testing.T) {
 		names  string
 	}{
 		"slow to Ready":    {func(n *TemplateSeen) { n.Ready[3] = 9 * time.Second }, "create to Ready, p99"},
-		"probe failures":   {func(n *TemplateSeen) { n.ReadinessFailures = 3 }, "readiness probe failures"},
+		"readiness lost":   {func(n *TemplateSeen) { n.ReadinessLost = 1 }, "readiness lost after Ready"},
 		"a restart":        {func(n *TemplateSeen) { n.Restarts = 1 }, "container restarts"},
 		"errors":           {func(n *TemplateSeen) { n.Errors = 5 }, "request errors"},
 		"lines lost":       {func(n *TemplateSeen) { n.Lost = 40 }, "log lines lost"},
