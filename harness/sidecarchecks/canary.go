@@ -61,8 +61,10 @@ type CanarySeen struct {
 type TemplateSeen struct {
 	// Ready is each Pod's time from its create to Ready, as polled;
 	// NeverReady counts those not Ready within the budget.
-	Ready             []time.Duration
-	NeverReady        int
+	Ready      []time.Duration
+	NeverReady int
+	// ReadinessFailures are the kubelets' Unhealthy events of its Pods
+	// (readiness probe failures, before a first Ready too).
 	ReadinessFailures int32
 	// ReadinessLost counts the times a Pod that was Ready was seen not
 	// Ready while it was asked.

@@ -2,7 +2,8 @@
 // kubelet of each version does with them (start order, a crash restarted
 // alone, termination order and flush, Jobs) and what the API does with
 // them (readiness gating a rollout, the quota's formula, a webhook that
-// strips restartPolicy, a migration in batches and its rollback). Each is
+// strips restartPolicy, a migration in batches and its rollback, its canary
+// beside the legacy template, a migrated helper's least privilege). Each is
 // a method of Sidecars returning verdicts; skewer certify calls them after
 // its roll-through, suites/sidecar on a cluster of its own.
 package sidecarchecks
