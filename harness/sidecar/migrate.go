@@ -143,7 +143,7 @@ func (m *Migration) runBatch(ctx context.Context, batch []Target) (BatchResult, 
 		}
 		drafts = append(drafts, d)
 	}
-	replaced, err := podsOf(ctx, m.Client, batch)
+	replaced, err := PodsOf(ctx, m.Client, batch)
 	if err != nil {
 		return res, err
 	}

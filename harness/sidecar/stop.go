@@ -95,9 +95,9 @@ func (u Unavailable) String() string {
 	return fmt.Sprintf("%d of %d replicas of %s unavailable at %s", u.Replicas, u.Of, u.Target, u.At.UTC().Format("15:04:05.0"))
 }
 
-// podsOf lists the Pods of the batch's Deployments, skipping those on
+// PodsOf lists the Pods of the batch's Deployments, skipping those on
 // their way out.
-func podsOf(ctx context.Context, cs kubernetes.Interface, batch []Target) ([]corev1.Pod, error) {
+func PodsOf(ctx context.Context, cs kubernetes.Interface, batch []Target) ([]corev1.Pod, error) {
 	var out []corev1.Pod
 	for _, t := range batch {
 		d, err := cs.AppsV1().Deployments(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
@@ -119,7 +119,7 @@ func podsOf(ctx context.Context, cs kubernetes.Interface, batch []Target) ([]cor
 
 // newPods are the batch's Pods now that were not among replaced.
 func newPods(ctx context.Context, cs kubernetes.Interface, batch []Target, replaced []corev1.Pod) ([]corev1.Pod, error) {
-	now, err := podsOf(ctx, cs, batch)
+	now, err := PodsOf(ctx, cs, batch)
 	if err != nil {
 		return nil, err
 	}

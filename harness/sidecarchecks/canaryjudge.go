@@ -92,7 +92,7 @@ func (s *Sidecars) canaryDelete(ctx context.Context, ns string, pods [2][]string
 	}
 	for t := range templateNames {
 		for _, name := range pods[t] {
-			if err := s.waitGone(ctx, ns, name, canaryGrace+time.Minute); err != nil {
+			if err := s.waitGone(ctx, ns, name, podGrace*time.Second+time.Minute); err != nil {
 				return err
 			}
 			ev, err := events(ctx, on[name], ns, name)
@@ -110,10 +110,6 @@ func (s *Sidecars) canaryDelete(ctx context.Context, ns string, pods [2][]string
 	}
 	return nil
 }
-
-// canaryGrace is the canary Pods' grace period (podBuilder's): room for
-// the log agent's final flush.
-const canaryGrace = 30 * time.Second
 
 // CompareCanary is the canary's table: each metric of both templates and
 // the stop condition the native one is held to.

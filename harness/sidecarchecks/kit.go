@@ -186,11 +186,15 @@ func proxyGet(path string) corev1.ProbeHandler {
 	return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(8080)}}
 }
 
+// podGrace is the checks' Pods' grace period, in seconds, unless a check
+// sets its own: room for a log agent's final flush.
+const podGrace = 30
+
 // pod is a Pod with the events and shared volumes; pinned to p.node when
 // there is one, tolerating its taints (a control plane's).
 func (p podBuilder) pod(init, main []corev1.Container) *corev1.Pod {
 	hostPathType := corev1.HostPathDirectoryOrCreate
-	grace := int64(30)
+	grace := int64(podGrace)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: p.ns, Labels: map[string]string{"app": p.name}},
 		Spec: corev1.PodSpec{

@@ -81,7 +81,7 @@ func (s *Sidecars) legacyDeployment(ctx context.Context, ns string, crashes bool
 	if err := s.waitDeployment(ctx, ns, d.Name, "available", func(d *appsv1.Deployment) bool { return d.Status.AvailableReplicas == 1 }); err != nil {
 		return tg, legacy{}, err
 	}
-	pods, err := s.running(ctx, tg)
+	pods, err := sidecar.PodsOf(ctx, s.cs, []sidecar.Target{tg})
 	if err != nil || len(pods) != 1 {
 		return tg, legacy{}, fmt.Errorf("the legacy Pod of %s: %d running, %v", tg, len(pods), err)
 	}
@@ -150,7 +150,7 @@ func (s *Sidecars) rollBack(ctx context.Context, targets []sidecar.Target, befor
 		}); err != nil {
 			return nil, err
 		}
-		pods, err := s.running(ctx, tg)
+		pods, err := sidecar.PodsOf(ctx, s.cs, []sidecar.Target{tg})
 		if err != nil {
 			return nil, err
 		}
@@ -160,15 +160,6 @@ func (s *Sidecars) rollBack(ctx context.Context, targets []sidecar.Target, befor
 	}
 	return []string{fmt.Sprintf("%d Deployments on their legacy template again (hash, ports, volumes, service account as before) and rolled out on it; "+
 		"each one's running Pod as its legacy Pod was admitted (no restartable init container, the same containers, ports, mounts, volumes and service account)", len(targets))}, nil
-}
-
-// running are the Pods of tg's Deployment that are not being deleted.
-func (s *Sidecars) running(ctx context.Context, tg sidecar.Target) ([]corev1.Pod, error) {
-	pods, err := s.cs.CoreV1().Pods(tg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + tg.Name})
-	if err != nil {
-		return nil, err
-	}
-	return slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil }), nil
 }
 
 // rolledBackPods judges the Pods tg runs after its rollback (pods) against

@@ -99,12 +99,12 @@ func (s *Sidecars) migratedHardened(ctx context.Context, ns string, k Kubelet) (
 	if len(results) != 1 || results[0].Breach != "" {
 		return nil, fmt.Errorf("the migration of %s: %+v", tg, results)
 	}
-	pods, err := s.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + d.Name})
+	pods, err := sidecar.PodsOf(ctx, s.cs, []sidecar.Target{tg})
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp == nil && sidecar.Admitted(p.Spec, m.Helpers) == nil {
+	for _, p := range pods {
+		if sidecar.Admitted(p.Spec, m.Helpers) == nil {
 			return &p, nil
 		}
 	}
