@@ -156,3 +156,28 @@ func TestRuntimeCannotFreezeIsWaivedAlone(t *testing.T) {
 		}
 	}
 }
+
+// The canary's native template restarting more than the legacy one is
+// waived only when each restart beyond was a start runc could not freeze
+// (read from the Pods' statuses); one restart more that was not keeps
+// the failure, and so does --strict.
+func TestCanaryRuntimeRestartsWaived(t *testing.T) {
+	ws := upstreamWaivers(t)
+	judge := func(restarted, runc int32) promise.Verdict {
+		sec := []time.Duration{2 * time.Second, 2 * time.Second, 3 * time.Second, 3 * time.Second}
+		legacy := sidecarchecks.TemplateSeen{Ready: sec, Requests: 160, Written: 2400, MemoryPeak: []int64{30 << 20, 30 << 20, 30 << 20, 30 << 20}, CPU: sec, JobsUnfinished: 2}
+		native := legacy
+		native.Jobs, native.JobsUnfinished, native.Restarts, native.RuntimeRestarts = sec[:2], 0, restarted, runc
+		seen := sidecarchecks.CanarySeen{Nodes: []string{"w1", "cp1"}, Pods: 4, Templates: [2]sidecarchecks.TemplateSeen{legacy, native}}
+		return sidecarchecks.JudgeCanary(seen, sidecarchecks.CompareCanary(seen))
+	}
+	if w := ws.Apply(judge(1, 1), false); w.Outcome != promise.Waived || !strings.Contains(w.Reference, "opencontainers/runc") {
+		t.Errorf("a start runc failed: %s %s", w.Outcome, w.Reason)
+	}
+	if w := ws.Apply(judge(1, 1), true); w.Outcome != promise.Fail {
+		t.Errorf("--strict: %s", w.Outcome)
+	}
+	if w := ws.Apply(judge(2, 1), false); w.Outcome != promise.Fail {
+		t.Errorf("a crash beside it: %s, want the failure kept", w.Outcome)
+	}
+}

@@ -54,7 +54,17 @@ const CauseRuntimeCannotFreeze = "runtime-cannot-freeze"
 // runtimeCause is the cause a container's end names in its runtime's own
 // message, or "".
 func runtimeCause(e Event) string {
-	if e.Kind == Container && e.Reason == "StartError" && strings.Contains(e.Message, "unable to freeze") {
+	if e.Kind != Container {
+		return ""
+	}
+	return RuntimeCause(e.Reason, e.Message)
+}
+
+// RuntimeCause is the cause a container's ending (its reason and message,
+// as its status or the kubelet records them) names in its runtime's own
+// words: CauseRuntimeCannotFreeze for a start runc could not freeze, else "".
+func RuntimeCause(reason, message string) string {
+	if reason == "StartError" && strings.Contains(message, "unable to freeze") {
 		return CauseRuntimeCannotFreeze
 	}
 	return ""

@@ -139,13 +139,24 @@ func Restarts(pods []corev1.Pod) int32 {
 	var sum int32
 	for _, p := range pods {
 		for _, st := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
-			sum += st.RestartCount
-			if st.State.Terminated != nil || (st.State.Waiting != nil && st.LastTerminationState.Terminated != nil) {
-				sum++
-			}
+			n, _ := ContainerRestarts(st)
+			sum += n
 		}
 	}
 	return sum
+}
+
+// ContainerRestarts is Restarts of one container, and the last of its
+// endings its status shows (nil for none): the status keeps only that
+// one, so of a container that ended more than once the others are gone.
+func ContainerRestarts(st corev1.ContainerStatus) (int32, *corev1.ContainerStateTerminated) {
+	switch {
+	case st.State.Terminated != nil:
+		return st.RestartCount + 1, st.State.Terminated
+	case st.State.Waiting != nil && st.LastTerminationState.Terminated != nil:
+		return st.RestartCount + 1, st.LastTerminationState.Terminated
+	}
+	return st.RestartCount, st.LastTerminationState.Terminated
 }
 
 // ReadinessFailures counts the readiness probe failures the kubelets

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/report"
+	"github.com/skewer-k8s/skewer/harness/restarts"
 	"github.com/skewer-k8s/skewer/harness/sidecar"
 	"github.com/skewer-k8s/skewer/harness/wait"
 )
@@ -68,9 +67,13 @@ type TemplateSeen struct {
 	ReadinessFailures int32
 	// ReadinessLost counts the times a Pod that was Ready was seen not
 	// Ready while it was asked.
-	ReadinessLost    int32
-	Restarts         int32
-	Requests, Errors int
+	ReadinessLost int32
+	// Restarts counts its containers' restarts (sidecar.Restarts);
+	// RuntimeRestarts those of them that were a start the runtime failed,
+	// in its own words (restarts.RuntimeCause): a container that ended
+	// once, that ending's.
+	Restarts, RuntimeRestarts int32
+	Requests, Errors          int
 	// Written and Lost are the app's lines and those its log agent never
 	// shipped, over the template's Pods deleted.
 	Written, Lost int
@@ -349,47 +352,23 @@ func (s *Sidecars) canaryUsage(ctx context.Context, ns string, names []string, o
 		}
 		seen.MemoryPeak, seen.CPU = append(seen.MemoryPeak, peak), append(seen.CPU, cpu)
 	}
-	seen.Restarts = sidecar.Restarts(pods)
+	seen.Restarts, seen.RuntimeRestarts = sidecar.Restarts(pods), runtimeRestarts(pods)
 	var err error
 	seen.ReadinessFailures, err = sidecar.ReadinessFailures(ctx, s.cs, pods)
 	return err
 }
 
-// podUsage is the most memory the Pod's cgroup on node has held and the
-// CPU time it has used: cgroup v1's memory.max_usage_in_bytes and
-// cpuacct.usage, or v2's memory.peak and cpu.stat's usage_usec.
-func podUsage(ctx context.Context, node cluster.Node, uid string) (int64, time.Duration, error) {
-	out, err := node.Run(ctx, podCgroupFind(uid, "memory.max_usage_in_bytes", "cpuacct.usage", "memory.peak", "cpu.stat")...)
-	if err != nil {
-		return 0, 0, fmt.Errorf("failed to read the cgroup of Pod %s on %s: %w", uid, node.Name, err)
-	}
-	return parsePodUsage(out, uid, node.Name)
-}
-
-// parsePodUsage reads podUsage's find.
-func parsePodUsage(out, uid, node string) (int64, time.Duration, error) {
-	dirs, order := podDirs(out, uid)
-	peak, cpu := int64(-1), time.Duration(-1)
-	for _, dir := range order {
-		f := dirs[dir]
-		for _, name := range []string{"memory.max_usage_in_bytes", "memory.peak"} {
-			if v, err := strconv.ParseInt(f[name], 10, 64); err == nil {
-				peak = v
-			}
-		}
-		if v, err := strconv.ParseInt(f["cpuacct.usage"], 10, 64); err == nil {
-			cpu = time.Duration(v)
-		}
-		for _, line := range strings.Split(f["cpu.stat"], "\n") {
-			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
-				if us, err := strconv.ParseInt(v, 10, 64); err == nil {
-					cpu = time.Duration(us) * time.Microsecond
-				}
+// runtimeRestarts counts, of pods' restarts, those whose ending names a
+// cause in the runtime's own words (restarts.RuntimeCause): only of a
+// container that ended once, as its status keeps only its last ending.
+func runtimeRestarts(pods []corev1.Pod) int32 {
+	var n int32
+	for _, p := range pods {
+		for _, st := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+			if count, last := sidecar.ContainerRestarts(st); count == 1 && last != nil && restarts.RuntimeCause(last.Reason, last.Message) != "" {
+				n++
 			}
 		}
 	}
-	if peak < 0 || cpu < 0 {
-		return 0, 0, fmt.Errorf("no memory peak and CPU time found in the cgroup of Pod %s on %s among %q", uid, node, order)
-	}
-	return peak, cpu, nil
+	return n
 }

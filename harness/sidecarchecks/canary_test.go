@@ -1,11 +1,15 @@
 package sidecarchecks
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/skewer-k8s/skewer/harness/promise"
+	"github.com/skewer-k8s/skewer/harness/restarts"
 	"github.com/skewer-k8s/skewer/harness/sidecar"
 )
 
@@ -75,6 +79,54 @@ func TestCanary(t *testing.T) {
 		if v := JudgeCanary(seen, CompareCanary(seen)); v.Outcome != promise.Error || !strings.Contains(v.Reason, "too little") {
 			t.Errorf("%s: %s %q", name, v.Outcome, v.Reason)
 		}
+	}
+}
+
+// A canary failed on restarts alone is the runtime's only when, the
+// starts runc could not freeze taken out of both templates, the native one
+// restarted no more than the legacy one; any other breach beside it, or
+// a restart left over, is unexplained and no waiver covers it.
+func TestCanaryRuntimeRestarts(t *testing.T) {
+	for name, c := range map[string]struct {
+		change func(l, n *TemplateSeen)
+		causes []string
+	}{
+		"a start runc failed":           {func(l, n *TemplateSeen) { n.Restarts, n.RuntimeRestarts = 1, 1 }, []string{restarts.CauseRuntimeCannotFreeze}},
+		"and a crash, as legacy's":      {func(l, n *TemplateSeen) { l.Restarts, n.Restarts, n.RuntimeRestarts = 1, 2, 1 }, []string{restarts.CauseRuntimeCannotFreeze}},
+		"and a crash":                   {func(l, n *TemplateSeen) { n.Restarts, n.RuntimeRestarts = 2, 1 }, []string{promise.UnknownCause}},
+		"a crash against legacy's runc": {func(l, n *TemplateSeen) { l.Restarts, l.RuntimeRestarts, n.Restarts, n.RuntimeRestarts = 1, 1, 2, 1 }, []string{promise.UnknownCause}},
+		"and slow to Ready": {func(l, n *TemplateSeen) { n.Restarts, n.RuntimeRestarts, n.Ready[3] = 1, 1, 9*time.Second },
+			[]string{promise.UnknownCause, restarts.CauseRuntimeCannotFreeze}},
+	} {
+		seen := healthyCanary()
+		c.change(&seen.Templates[legacyTemplate], &seen.Templates[nativeTemplate])
+		v := JudgeCanary(seen, CompareCanary(seen))
+		if v.Outcome != promise.Fail || !slices.Equal(v.Causes, c.causes) {
+			t.Errorf("%s: %s %q, causes %v", name, v.Outcome, v.Reason, v.Causes)
+		}
+	}
+	seen := healthyCanary()
+	seen.Templates[nativeTemplate].Restarts, seen.Templates[nativeTemplate].RuntimeRestarts = 1, 1
+	if v := JudgeCanary(seen, CompareCanary(seen)); !strings.Contains(v.Reason, "native 1 (1 a start the runtime failed: runtime-cannot-freeze), legacy 0") {
+		t.Errorf("the row does not say which: %s", v.Reason)
+	}
+
+	// Read from the Pods' statuses: a container that ended once, its
+	// ending runc's; not one that ended twice (the first ending is gone)
+	// nor one another ending.
+	freeze := &corev1.ContainerStateTerminated{Reason: "StartError", ExitCode: 128,
+		Message: "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: error during container init: error setting cgroup config for procHooks process: unable to freeze"}
+	crash := &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 2}
+	pods := []corev1.Pod{{Status: corev1.PodStatus{
+		InitContainerStatuses: []corev1.ContainerStatus{
+			{Name: "proxy", RestartCount: 1, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, LastTerminationState: corev1.ContainerState{Terminated: freeze}},
+			{Name: "log-agent", RestartCount: 0, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}, LastTerminationState: corev1.ContainerState{Terminated: freeze}},
+			{Name: "twice", RestartCount: 2, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, LastTerminationState: corev1.ContainerState{Terminated: freeze}},
+		},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "app", RestartCount: 1, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, LastTerminationState: corev1.ContainerState{Terminated: crash}}},
+	}}}
+	if all, runc := sidecar.Restarts(pods), runtimeRestarts(pods); all != 5 || runc != 2 {
+		t.Errorf("restarts %d, of them the runtime's %d; want 5 and 2", all, runc)
 	}
 }
 

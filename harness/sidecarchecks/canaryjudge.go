@@ -13,6 +13,7 @@ import (
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/report"
+	"github.com/skewer-k8s/skewer/harness/restarts"
 	"github.com/skewer-k8s/skewer/harness/wait"
 )
 
@@ -130,7 +131,7 @@ func CompareCanary(seen CanarySeen) report.Canary {
 	// once a Pod served.
 	add("readiness lost after Ready (probe failures in all)", fmt.Sprintf("%d (%d)", l.ReadinessLost, l.ReadinessFailures),
 		fmt.Sprintf("%d (%d)", n.ReadinessLost, n.ReadinessFailures), "<= legacy", n.ReadinessLost > l.ReadinessLost)
-	add("container restarts", fmt.Sprint(l.Restarts), fmt.Sprint(n.Restarts), "<= legacy", n.Restarts > l.Restarts)
+	add(restartsMetric, restartsFigure(l), restartsFigure(n), "<= legacy", n.Restarts > l.Restarts)
 	add("request errors, through the proxy", errorShare(l), errorShare(n), fmt.Sprintf("<= legacy's share + %.0f%%", errorShareSlack*100),
 		share(n.Errors, n.Requests) > share(l.Errors, l.Requests)+errorShareSlack)
 	add("log lines lost on deletion", fmt.Sprintf("%d of %d", l.Lost, l.Written), fmt.Sprintf("%d of %d", n.Lost, n.Written), "<= legacy", n.Lost > l.Lost)
@@ -168,9 +169,42 @@ func JudgeCanary(seen CanarySeen, c report.Canary) promise.Verdict {
 		ev = append(ev, fmt.Sprintf("%s: legacy %s, native %s (stop condition %s)", r.Metric, r.Legacy, r.Native, r.StopCondition))
 	}
 	if b := c.Breaches(); len(b) > 0 {
-		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev, Reason: "the native template breached: " + strings.Join(b, "; ")}
+		return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: ev, Reason: "the native template breached: " + strings.Join(b, "; "), Causes: breachCauses(seen, c)}
 	}
 	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: append([]string{fmt.Sprintf("%d Pods of each template on %s", seen.Pods, strings.Join(seen.Nodes, ", "))}, ev...)}
+}
+
+// restartsMetric is the canary's row of restarts.
+const restartsMetric = "container restarts"
+
+// restartsFigure is a template's restarts, with those the runtime's own
+// words explain.
+func restartsFigure(t TemplateSeen) string {
+	if t.RuntimeRestarts == 0 {
+		return fmt.Sprint(t.Restarts)
+	}
+	return fmt.Sprintf("%d (%d a start the runtime failed: %s)", t.Restarts, t.RuntimeRestarts, restarts.CauseRuntimeCannotFreeze)
+}
+
+// breachCauses names why each breached row of c did. The restarts row is
+// the runtime's (restarts.CauseRuntimeCannotFreeze) when, with the starts
+// it failed taken out of both templates, the native one restarted no more
+// than the legacy one; nothing else is explained (promise.UnknownCause):
+// a start the runtime failed delays its Pod's Ready too, but which Pod
+// was slow for which reason is not told apart.
+func breachCauses(seen CanarySeen, c report.Canary) []string {
+	l, n := seen.Templates[legacyTemplate], seen.Templates[nativeTemplate]
+	var causes []string
+	for _, r := range c.Rows {
+		cause := promise.UnknownCause
+		if r.Metric == restartsMetric && n.Restarts-n.RuntimeRestarts <= l.Restarts-l.RuntimeRestarts {
+			cause = restarts.CauseRuntimeCannotFreeze
+		}
+		if r.Breached && !slices.Contains(causes, cause) {
+			causes = append(causes, cause)
+		}
+	}
+	return causes
 }
 
 // nearestRank is the p-th (0 to 1) of d by nearest rank: of 4, p99 is

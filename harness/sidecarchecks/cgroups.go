@@ -6,6 +6,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -145,4 +146,43 @@ func bytesLimit(text, unlimited string) *resource.Quantity {
 		return nil
 	}
 	return resource.NewQuantity(b, resource.BinarySI)
+}
+
+// podUsage is the most memory the Pod's cgroup on node has held and the
+// CPU time it has used: cgroup v1's memory.max_usage_in_bytes and
+// cpuacct.usage, or v2's memory.peak and cpu.stat's usage_usec.
+func podUsage(ctx context.Context, node cluster.Node, uid string) (int64, time.Duration, error) {
+	out, err := node.Run(ctx, podCgroupFind(uid, "memory.max_usage_in_bytes", "cpuacct.usage", "memory.peak", "cpu.stat")...)
+	if err != nil {
+		return 0, 0, fmt.Errorf("failed to read the cgroup of Pod %s on %s: %w", uid, node.Name, err)
+	}
+	return parsePodUsage(out, uid, node.Name)
+}
+
+// parsePodUsage reads podUsage's find.
+func parsePodUsage(out, uid, node string) (int64, time.Duration, error) {
+	dirs, order := podDirs(out, uid)
+	peak, cpu := int64(-1), time.Duration(-1)
+	for _, dir := range order {
+		f := dirs[dir]
+		for _, name := range []string{"memory.max_usage_in_bytes", "memory.peak"} {
+			if v, err := strconv.ParseInt(f[name], 10, 64); err == nil {
+				peak = v
+			}
+		}
+		if v, err := strconv.ParseInt(f["cpuacct.usage"], 10, 64); err == nil {
+			cpu = time.Duration(v)
+		}
+		for _, line := range strings.Split(f["cpu.stat"], "\n") {
+			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+				if us, err := strconv.ParseInt(v, 10, 64); err == nil {
+					cpu = time.Duration(us) * time.Microsecond
+				}
+			}
+		}
+	}
+	if peak < 0 || cpu < 0 {
+		return 0, 0, fmt.Errorf("no memory peak and CPU time found in the cgroup of Pod %s on %s among %q", uid, node, order)
+	}
+	return peak, cpu, nil
 }
