@@ -52,6 +52,9 @@ func (p Part) inPlace() bool {
 	return p == partThrough || p == partTraffic || p == partSidecars || p == partRun
 }
 
+// faults says part p injects faults on purpose, each a phase.
+func (p Part) faults() bool { return p == partFaults || p == partTwoFaults }
+
 // atOnce is how many of part p's checks run at the same time: the
 // sidecar checks, which wait on their Pods far more than on the CPU, a
 // few at a time; every other part's one after another.
@@ -111,6 +114,9 @@ type Env struct {
 	WindowErr error
 	Stranded  *Stranded
 	Traffic   *traffic.Summary
+	// Load is the traffic under way, if any: a fault's phase marks its
+	// requests (traffic.Traffic.Fault).
+	Load *traffic.Traffic
 	// Guards are the signal tables of the rollouts made under the
 	// traffic so far; Halt the one with a breach made on purpose.
 	Guards []report.GuardedRollout
@@ -235,11 +241,22 @@ func (r *run) judgeIn(ctx context.Context, p Part, e *Env) error {
 			r.judgeCheck(ctx, c, e)
 			continue
 		}
-		if err := r.phase(ctx, c.Phase(e), func(ctx context.Context) error {
+		name := c.Phase(e)
+		if err := r.phase(ctx, name, func(ctx context.Context) error {
+			if p.faults() && e.Load != nil {
+				if err := e.Load.Fault(ctx, name); err != nil {
+					fmt.Fprintf(r.out, "traffic refresh: %v\n", err)
+				}
+			}
 			r.judgeCheck(ctx, c, e)
 			return nil
 		}); err != nil {
 			return err
+		}
+	}
+	if p.faults() && e.Load != nil {
+		if err := e.Load.Phase(ctx, "the faults over"); err != nil {
+			fmt.Fprintf(r.out, "traffic refresh: %v\n", err)
 		}
 	}
 	return nil

@@ -30,7 +30,7 @@ func (in Input) thresholds() promise.GuardThresholds {
 // guard whose table the run's results keep; without load, r.runner's.
 // name is the rollout, injected the breach made on purpose before it.
 func (r *run) guarded(load *traffic.Traffic, name, injected string) (*rollout.Runner, *guard.Guard) {
-	runner := r.runner(load)
+	runner := r.runner(load, injected != "")
 	if load == nil {
 		return runner, nil
 	}
@@ -242,11 +242,20 @@ func (r *run) breachOnPurpose(ctx context.Context, load *traffic.Traffic, w *Win
 	if h.Unmade = err; err != nil {
 		return h, hole.Revert(context.WithoutCancel(ctx), r.c)
 	}
+	// Its requests are the fault's, the guard's to read, not the
+	// disruption budget's: marked from the injection to the revert.
+	if err := load.Fault(ctx, "a breach on purpose: "+h.Injection); err != nil {
+		fmt.Fprintf(r.out, "traffic refresh: %v\n", err)
+	}
 	runner, g := r.guarded(load, fmt.Sprintf("resumed to %s with a breach on purpose", r.in.Pair.To), h.Injection)
 	h.Ended = rollout.Roll(ctx, r.c, rollout.RollInput{To: r.in.Pair.To, Strategy: rollout.StrategySurge, PauseAfter: 1,
 		Images: r.in.Images, Runner: runner})
 	h.Table, h.Steps = g.Table(), runner.Steps
-	return h, hole.Revert(context.WithoutCancel(ctx), r.c)
+	err = hole.Revert(context.WithoutCancel(ctx), r.c)
+	if perr := load.Phase(ctx, "the breach on purpose reverted"); perr != nil {
+		fmt.Fprintf(r.out, "traffic refresh: %v\n", perr)
+	}
+	return h, err
 }
 
 // linksTo is the black hole of every older apiserver's link to w's first

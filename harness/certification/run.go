@@ -353,13 +353,18 @@ func (r *run) restarting(words ...string) *Meaning {
 	return m
 }
 
-// runner prints a rollout's steps and marks the traffic's phases by them;
-// each of its steps means the control plane's restarts on its node.
-func (r *run) runner(load *traffic.Traffic) *rollout.Runner {
+// runner prints a rollout's steps and marks the traffic's phases by them
+// (as a fault's when the rollout is made with one on purpose); each of
+// its steps means the control plane's restarts on its node.
+func (r *run) runner(load *traffic.Traffic, fault bool) *rollout.Runner {
 	m := r.restarting(restarts.ControlPlane)
 	runner := &rollout.Runner{Out: r.out, OnStep: func(ctx context.Context, step string) {
 		if load != nil {
-			if err := load.Phase(ctx, step); err != nil {
+			mark := load.Phase
+			if fault {
+				mark = load.Fault
+			}
+			if err := mark(ctx, step); err != nil {
 				fmt.Fprintf(r.out, "traffic refresh: %v\n", err)
 			}
 		}

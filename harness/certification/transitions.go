@@ -82,7 +82,7 @@ func (r *run) surge(ctx context.Context, before *corev1.ConfigMap) error {
 		return r.surgeThrough(ctx, plan, before)
 	}
 	if err := r.phase(ctx, fmt.Sprintf("the mixed window: one control plane at %s", to), func(ctx context.Context) error {
-		if err := rollout.Roll(ctx, r.c, rollout.RollInput{To: to, Strategy: rollout.StrategySurge, PauseAfter: 1, Images: r.in.Images, Runner: r.runner(nil)}); err != nil {
+		if err := rollout.Roll(ctx, r.c, rollout.RollInput{To: to, Strategy: rollout.StrategySurge, PauseAfter: 1, Images: r.in.Images, Runner: r.runner(nil, false)}); err != nil {
 			return err
 		}
 		e := r.env(before)
@@ -162,7 +162,7 @@ func (r *run) surgeThrough(ctx context.Context, plan surgePlan, before *corev1.C
 	// the node it acts on.
 	if two != nil {
 		e := r.env(before)
-		e.Window = two
+		e.Window, e.Load = two, load
 		if err := r.judgeIn(ctx, partTwoFaults, e); err != nil {
 			return err
 		}

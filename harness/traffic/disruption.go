@@ -22,11 +22,15 @@ func failed(r Record) bool { return r.Code == 0 || r.Code >= 500 || r.Code == ht
 // each kind of connection: requests, failures, codes, latencies, and the
 // longest stretch it was unavailable. The load balancer ("lb") comes
 // first, then the apiservers by name; reused connections before new.
+// Requests made while a fault was injected on purpose are left out: what
+// a fault does to them is its own promises' to judge (a peer killed
+// answers 503 until its lease expires), not a rollout's disruption;
+// Steps still shows their phases.
 func Disruption(records []Record) []report.Backend {
 	byStream := map[stream][]Record{}
 	for _, r := range records {
-		if r.Verb == "watch-event" {
-			continue // delivered events, not requests
+		if r.Verb == "watch-event" || r.Fault {
+			continue // delivered events, not requests; a fault's
 		}
 		byStream[stream{r.Target, r.Conn}] = append(byStream[stream{r.Target, r.Conn}], r)
 	}

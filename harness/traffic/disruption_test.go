@@ -82,6 +82,21 @@ func TestDisruptionTable(t *testing.T) {
 	if v := DisruptionVerdict(table[1:], budget); v.Outcome != promise.Fail {
 		t.Errorf("no lb row: %+v", v)
 	}
+	// A peer killed on purpose: the 503s while the fault was injected
+	// are its promise's, not the rollout's; the same 503s outside a fault
+	// are the rollout's.
+	for i := 200; i < 216; i++ {
+		many[2*i].Code, many[2*i].Fault = 503, true
+	}
+	if v := DisruptionVerdict(Disruption(many), budget); v.Outcome != promise.Fail || !strings.Contains(v.Evidence[1], "lb, reused connections: 10 of 984 requests failed") {
+		t.Errorf("16 503s in a fault left out: %+v", v)
+	}
+	for i := 200; i < 216; i++ {
+		many[2*i].Fault = false
+	}
+	if v := DisruptionVerdict(Disruption(many), budget); !strings.Contains(v.Reason, "2.60% of requests on reused connections through the load balancer failed (26 of 1000)") {
+		t.Errorf("16 503s outside a fault: %+v", v)
+	}
 }
 
 func TestBudgetValidate(t *testing.T) {

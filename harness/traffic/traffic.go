@@ -89,6 +89,8 @@ type Traffic struct {
 	mu      sync.Mutex
 	records []Record
 	phase   string
+	// fault says a fault is injected on purpose in this phase (Fault).
+	fault   bool
 	streams map[stream]context.CancelFunc
 	acked   map[string]bool
 	seen    map[string]bool // delivered by the watch
@@ -157,8 +159,20 @@ func (t *Traffic) Phase(ctx context.Context, name string) error {
 	defer t.mu.Unlock()
 	// Numbered: a step that repeats (each node's join) is a phase of its own.
 	t.phases++
-	t.phase = fmt.Sprintf("%02d %s", t.phases, name)
+	t.phase, t.fault = fmt.Sprintf("%02d %s", t.phases, name), false
 	t.phaseAdvertised[t.phase] = maps.Clone(t.advertised)
+	return err
+}
+
+// Fault begins a phase, as Phase does, in which a fault is injected on
+// purpose: its requests are marked (Record.Fault), for the fault's own
+// promises to judge; the rollout's disruption budget leaves them out
+// (Disruption). The next Phase ends it.
+func (t *Traffic) Fault(ctx context.Context, name string) error {
+	err := t.Phase(ctx, name)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.fault = true
 	return err
 }
 
@@ -268,11 +282,10 @@ func serverVersion(cfg *rest.Config) string {
 func (t *Traffic) add(r Record) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r.Phase = t.phase
+	r.Phase, r.Fault = t.phase, t.fault
 	t.records = append(t.records, r)
 }
 
-// Records returns a copy of every record so far.
 // WriteRecords keeps every request made so far as JSON in path (its
 // directory made as needed): the evidence a summary rests on.
 func (t *Traffic) WriteRecords(path string) (int, error) {
