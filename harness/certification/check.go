@@ -244,9 +244,7 @@ func (r *run) judgeIn(ctx context.Context, p Part, e *Env) error {
 		name := c.Phase(e)
 		if err := r.phase(ctx, name, func(ctx context.Context) error {
 			if p.faults() && e.Load != nil {
-				if err := e.Load.Fault(ctx, name); err != nil {
-					fmt.Fprintf(r.out, "traffic refresh: %v\n", err)
-				}
+				r.refreshed(e.Load.Fault(ctx, name))
 			}
 			r.judgeCheck(ctx, c, e)
 			return nil
@@ -255,9 +253,7 @@ func (r *run) judgeIn(ctx context.Context, p Part, e *Env) error {
 		}
 	}
 	if p.faults() && e.Load != nil {
-		if err := e.Load.Phase(ctx, "the faults over"); err != nil {
-			fmt.Fprintf(r.out, "traffic refresh: %v\n", err)
-		}
+		r.refreshed(e.Load.Phase(ctx, "the faults over"))
 	}
 	return nil
 }

@@ -244,17 +244,13 @@ func (r *run) breachOnPurpose(ctx context.Context, load *traffic.Traffic, w *Win
 	}
 	// Its requests are the fault's, the guard's to read, not the
 	// disruption budget's: marked from the injection to the revert.
-	if err := load.Fault(ctx, "a breach on purpose: "+h.Injection); err != nil {
-		fmt.Fprintf(r.out, "traffic refresh: %v\n", err)
-	}
+	r.refreshed(load.Fault(ctx, "a breach on purpose: "+h.Injection))
 	runner, g := r.guarded(load, fmt.Sprintf("resumed to %s with a breach on purpose", r.in.Pair.To), h.Injection)
 	h.Ended = rollout.Roll(ctx, r.c, rollout.RollInput{To: r.in.Pair.To, Strategy: rollout.StrategySurge, PauseAfter: 1,
 		Images: r.in.Images, Runner: runner})
 	h.Table, h.Steps = g.Table(), runner.Steps
 	err = hole.Revert(context.WithoutCancel(ctx), r.c)
-	if perr := load.Phase(ctx, "the breach on purpose reverted"); perr != nil {
-		fmt.Fprintf(r.out, "traffic refresh: %v\n", perr)
-	}
+	r.refreshed(load.Phase(ctx, "the breach on purpose reverted"))
 	return h, err
 }
 

@@ -1,11 +1,14 @@
 package certification
 
 import (
+	"context"
+	"fmt"
 	"slices"
 
 	"github.com/skewer-k8s/skewer/harness/report"
 	"github.com/skewer-k8s/skewer/harness/restarts"
 	"github.com/skewer-k8s/skewer/harness/rollout"
+	"github.com/skewer-k8s/skewer/harness/traffic"
 )
 
 // Meaning is what a phase means to restart: what Words name
@@ -67,4 +70,68 @@ func stepSpans(phase string, rollouts []*rollout.Runner) []restarts.Span {
 		}
 	}
 	return spans
+}
+
+// restarting marks the current phase as one meant to restart what words
+// name, and returns what it means.
+func (r *run) restarting(words ...string) *Meaning {
+	if r.restarts == nil {
+		r.restarts = map[string]*Meaning{}
+	}
+	m := r.restarts[r.current]
+	if m == nil {
+		m = &Meaning{}
+		r.restarts[r.current] = m
+	}
+	for _, w := range words {
+		if !slices.Contains(m.Words, w) {
+			m.Words = append(m.Words, w)
+		}
+	}
+	return m
+}
+
+// runner prints a rollout's steps and marks the traffic's phases by them
+// (as a fault's when the rollout is made with one on purpose); each of
+// its steps means the control plane's restarts on its node.
+func (r *run) runner(load *traffic.Traffic, fault bool) *rollout.Runner {
+	m := r.restarting(restarts.ControlPlane)
+	runner := &rollout.Runner{Out: r.out, OnStep: func(ctx context.Context, step string) {
+		if load != nil {
+			mark := load.Phase
+			if fault {
+				mark = load.Fault
+			}
+			r.refreshed(mark(ctx, step))
+		}
+	}}
+	m.Rollouts = append(m.Rollouts, runner)
+	return runner
+}
+
+// rolloutSteps are the steps of the rollouts phase ran by r.runner, as spans.
+func (r *run) rolloutSteps(phase string) []report.Phase {
+	m := r.restarts[phase]
+	if m == nil {
+		return nil
+	}
+	var out []report.Phase
+	for _, runner := range m.Rollouts {
+		for _, s := range runner.Steps {
+			sp := report.Phase{Name: s.Name, Node: s.Node, Start: s.Start, End: s.Start.Add(s.Duration)}
+			if s.Err != nil {
+				sp.Error = s.Err.Error()
+			}
+			out = append(out, sp)
+		}
+	}
+	return out
+}
+
+// refreshed says, without stopping the run, that the traffic could not
+// follow the control planes when it began a phase (Traffic.Phase, Fault).
+func (r *run) refreshed(err error) {
+	if err != nil {
+		fmt.Fprintf(r.out, "traffic refresh: %v\n", err)
+	}
 }
