@@ -265,7 +265,8 @@ func (c *Cluster) APIServerClient(ctx context.Context, node Node) (*kubernetes.C
 	return kubernetes.NewForConfig(cfg)
 }
 
-// ExportLogs writes node logs (kind's export), the load balancer's (each
+// ExportLogs writes node logs (kind's export, and the journals kept of the
+// nodes removed: KeepNodeLogs), the load balancer's (each
 // connection's backend: kind's export leaves it out), every apiserver's
 // log kept since the run began (KeepAPIServerLogs: those of apiservers
 // since replaced too) and every apiserver's audit log under dir.
@@ -273,6 +274,9 @@ func (c *Cluster) ExportLogs(ctx context.Context, dir string) error {
 	var errs []error
 	if err := c.provider.CollectLogs(c.Name, filepath.Join(dir, "logs")); err != nil {
 		errs = append(errs, fmt.Errorf("failed to export node logs: %w", err))
+	}
+	if err := exportRemovedNodeLogs((layout{c.Dir}).removedNodeLogs(), filepath.Join(dir, "logs")); err != nil {
+		errs = append(errs, fmt.Errorf("failed to export the logs kept of the nodes removed: %w", err))
 	}
 	if err := scrubCredentials(filepath.Join(dir, "logs")); err != nil {
 		errs = append(errs, fmt.Errorf("failed to scrub credentials from the node descriptions: %w", err))

@@ -129,6 +129,7 @@ func removeControlPlane(ctx context.Context, c *cluster.Cluster, node cluster.No
 	if err := forget(ctx, c, node.Name); err != nil {
 		return err
 	}
+	c.KeepNodeLogs(ctx, node)
 	return docker.Remove(ctx, node.Name)
 }
 
@@ -147,6 +148,7 @@ func discardControlPlane(ctx context.Context, c *cluster.Cluster, node cluster.N
 	if err := forget(ctx, c, node.Name); err != nil {
 		return err
 	}
+	c.KeepNodeLogs(ctx, node)
 	return docker.Remove(ctx, node.Name)
 }
 

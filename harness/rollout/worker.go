@@ -63,5 +63,6 @@ func RemoveWorker(ctx context.Context, c *cluster.Cluster, node cluster.Node) er
 	if err := forget(ctx, c, node.Name); err != nil {
 		return err
 	}
+	c.KeepNodeLogs(ctx, node)
 	return docker.Remove(ctx, node.Name)
 }
