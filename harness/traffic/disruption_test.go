@@ -146,3 +146,21 @@ func TestStepsThroughTheLoadBalancer(t *testing.T) {
 		t.Errorf("join from %s to %s, drain from %s to %s", join.First, join.Last, drain.First, drain.Last)
 	}
 }
+
+// A request is a fault's when it was under way at any time of one: begun
+// before and cut short in it, or begun in it and answered after its end.
+func TestOverlap(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 17, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	faults := []span{{from: at(10), to: at(20)}, {from: at(30)}}
+	for _, c := range []struct {
+		from, to float64
+		want     bool
+	}{
+		{0, 9, false}, {8, 12, true}, {12, 14, true}, {18, 25, true}, {21, 29, false}, {20, 29, false}, {29, 31, true}, {40, 41, true},
+	} {
+		if got := overlap(faults, at(c.from), at(c.to)); got != c.want {
+			t.Errorf("a request from %gs to %gs: %t, want %t", c.from, c.to, got, c.want)
+		}
+	}
+}

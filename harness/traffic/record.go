@@ -30,8 +30,8 @@ type Record struct {
 	// AuditID is the Audit-Id the apiserver answered with: where to find
 	// the request in the audit logs.
 	AuditID string `json:"auditID,omitempty"`
-	// Fault says the request was made while a fault was injected on
-	// purpose (Traffic.Fault).
+	// Fault says the request was under way while a fault was injected
+	// on purpose (Traffic.Fault).
 	Fault bool `json:"fault,omitempty"`
 }
 

@@ -89,8 +89,9 @@ type Traffic struct {
 	mu      sync.Mutex
 	records []Record
 	phase   string
-	// fault says a fault is injected on purpose in this phase (Fault).
-	fault   bool
+	// faults are when a fault was injected on purpose (Fault): the last
+	// one open while its phase lasts.
+	faults  []span
 	streams map[stream]context.CancelFunc
 	acked   map[string]bool
 	seen    map[string]bool // delivered by the watch
@@ -159,21 +160,40 @@ func (t *Traffic) Phase(ctx context.Context, name string) error {
 	defer t.mu.Unlock()
 	// Numbered: a step that repeats (each node's join) is a phase of its own.
 	t.phases++
-	t.phase, t.fault = fmt.Sprintf("%02d %s", t.phases, name), false
+	t.phase = fmt.Sprintf("%02d %s", t.phases, name)
+	if n := len(t.faults); n > 0 && t.faults[n-1].to.IsZero() {
+		t.faults[n-1].to = time.Now()
+	}
 	t.phaseAdvertised[t.phase] = maps.Clone(t.advertised)
 	return err
 }
 
 // Fault begins a phase, as Phase does, in which a fault is injected on
-// purpose: its requests are marked (Record.Fault), for the fault's own
-// promises to judge; the rollout's disruption budget leaves them out
-// (Disruption). The next Phase ends it.
+// purpose: the requests under way at any time of it are marked
+// (Record.Fault), for the fault's own promises to judge; the rollout's
+// disruption budget leaves them out (Disruption). The next Phase ends it.
 func (t *Traffic) Fault(ctx context.Context, name string) error {
 	err := t.Phase(ctx, name)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.fault = true
+	t.faults = append(t.faults, span{from: time.Now()})
 	return err
+}
+
+// span is a stretch of time; a zero to is one still open.
+type span struct{ from, to time.Time }
+
+// overlap says whether a request under way from from to to was so during
+// any of spans: one that began before a fault and ended in it (a timeout
+// the fault caused) is the fault's, and so is one it left unanswered past
+// its end.
+func overlap(spans []span, from, to time.Time) bool {
+	for _, s := range spans {
+		if s.from.Before(to) && (s.to.IsZero() || s.to.After(from)) {
+			return true
+		}
+	}
+	return false
 }
 
 // endPhase keeps, of what the current phase's targets advertised at its
@@ -282,7 +302,7 @@ func serverVersion(cfg *rest.Config) string {
 func (t *Traffic) add(r Record) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r.Phase, r.Fault = t.phase, t.fault
+	r.Phase, r.Fault = t.phase, overlap(t.faults, r.Time, time.Now())
 	t.records = append(t.records, r)
 }
 
