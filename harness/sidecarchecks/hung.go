@@ -103,12 +103,10 @@ func (s *Sidecars) inAndOut(ctx context.Context, ns, name string) (HungSeen, err
 		return time.Now(), err
 	}
 	var err error
-	if seen.In, err = step("a ready endpoint of its Service", func(p *corev1.Pod, ready bool) bool { return ready }); err != nil {
+	if seen.In, err = step("a ready endpoint of its Service, its app running", inService); err != nil {
 		return seen, err
 	}
-	if st := seen.Pod.Status.ContainerStatuses; len(st) == 1 && st[0].State.Running != nil {
-		seen.AppStarted = st[0].State.Running.StartedAt
-	}
+	seen.AppStarted = seen.Pod.Status.ContainerStatuses[0].State.Running.StartedAt
 	if seen.Out, err = step("out of its Service's ready endpoints", func(p *corev1.Pod, ready bool) bool { return !ready }); err != nil {
 		return seen, err
 	}
@@ -118,6 +116,13 @@ func (s *Sidecars) inAndOut(ctx context.Context, ns, name string) (HungSeen, err
 	})
 	return seen, err
 }
+
+// inService says the Pod is in service: a ready endpoint, and its app
+// seen running in the Pod as read. The Pod is read before its endpoints,
+// so a Pod that turned ready between the two reads shows its app not yet
+// started: its start is taken from a read that shows it (a zero start
+// failed a soak run: "it started at 00:00:00").
+func inService(p *corev1.Pod, ready bool) bool { return ready && appRunning(p) }
 
 // readyEndpoint says whether ip is a ready endpoint of Service ns/svc.
 func (s *Sidecars) readyEndpoint(ctx context.Context, ns, svc, ip string) (bool, error) {

@@ -471,3 +471,13 @@ func TestOOMAlone(t *testing.T) {
 		}
 	}
 }
+
+// The hung helper's Pod is in service only when its app is seen running
+// too: a Pod read a moment before it turned ready has no app start yet.
+func TestInService(t *testing.T) {
+	waiting := &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "app", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{}}}}}}
+	started := &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{running("app", t0, 0)}}}
+	if inService(waiting, true) || inService(started, false) || !inService(started, true) {
+		t.Error("in service only with a ready endpoint and the app running")
+	}
+}
