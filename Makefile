@@ -63,7 +63,7 @@ test: test-deps lint
 images: deps docker build
 	./bin/skewer images build --version $(subst $() ,$(comma),$(VERSIONS))
 
-# The main job, suites/vendor: a distribution's release of TO made by the
+# The main job, suites/distribution: a distribution's release of TO made by the
 # test (its binaries report TO-acme.1, packed as a server release tarball)
 # and `skewer certify --from FROM --kubernetes to=TARBALL --strategy surge`
 # run as a distribution would, every promise of the catalogue judged, its
@@ -88,10 +88,10 @@ e2e: images
 	@mkdir -p $(ARTIFACTS); c=0; v=0; k=0; m=0; \
 	ARTIFACTS=$(ARTIFACTS) SKEWER_CERTIFY_OUT=$(OUT) SKEWER_FROM=$(FROM) SKEWER_TO=$(TO) SKEWER_STRICT=$(STRICT) \
 	  $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit-certify.xml --format standard-verbose -- \
-	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/vendor -run 'TestCertifyAVendorsRelease' || c=$$?; \
+	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/distribution -run 'TestCertifyAVendorsRelease' || c=$$?; \
 	[ $$c -lt 128 ] || exit $$c; \
 	ARTIFACTS=$(ARTIFACTS) SKEWER_FROM=$(FROM) SKEWER_TO=$(TO) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit-vendor.xml --format testname -- \
-	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/vendor -run 'TestCertifyABrokenBuild' || v=$$?; \
+	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/distribution -run 'TestCertifyABrokenBuild' || v=$$?; \
 	$(GOTESTSUM) --junitfile $(ARTIFACTS)/junit-chaos.xml --format testname -- \
 	  -count=1 -timeout 15m ./cmd/skewer -run TestSIGKILLThenDownThenAgain || k=$$?; \
 	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit-mixed.xml --format testname -- \
@@ -106,8 +106,8 @@ e2e: images
 	    if (m == "Failed") { s = $$0; while (match(s, /[A-Za-z0-9_]+\.go:[0-9]+: ([^&]|&(amp|lt|gt|#34|#39);)*/)) { m = substr(s, RSTART, RLENGTH); s = substr(s, RSTART + RLENGTH) }; \
 	      gsub(/&lt;/, "<", m); gsub(/&gt;/, ">", m); gsub(/&#34;/, "\"", m); gsub(/&#39;/, "'"'"'", m); gsub(/&amp;/, "\\&", m) }; \
 	    printf "\n      %s: %.300s", n, m}' $$1 2>/dev/null; }; \
-	echo "  suites/vendor, certify $(FROM) -> a vendor's build of $(TO) by surge: exit $$c; $$(sed -n '1s/^# //p' $(OUT)/summary.md 2>/dev/null)$$(failed $(ARTIFACTS)/junit-certify.xml)$$(failed $(OUT)/junit.xml)"; \
-	echo "  suites/vendor, the negative control: exit $$v;$$(failed $(ARTIFACTS)/junit-vendor.xml)"; \
+	echo "  suites/distribution, certify $(FROM) -> a vendor's build of $(TO) by surge: exit $$c; $$(sed -n '1s/^# //p' $(OUT)/summary.md 2>/dev/null)$$(failed $(ARTIFACTS)/junit-certify.xml)$$(failed $(OUT)/junit.xml)"; \
+	echo "  suites/distribution, the negative control: exit $$v;$$(failed $(ARTIFACTS)/junit-vendor.xml)"; \
 	echo "  skewer up killed (SIGKILL), down, up again, rollout refused there: exit $$k;$$(failed $(ARTIFACTS)/junit-chaos.xml)"; \
 	echo "  suites/smoke (ha-mixed): exit $$m;$$(failed $(ARTIFACTS)/junit-mixed.xml)"; \
 	[ $$c$$v$$k$$m = 0000 ] || exit 1
@@ -120,7 +120,7 @@ e2e: images
 suites: images
 	mkdir -p $(ARTIFACTS)
 	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit.xml --format testname -- \
-	  -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./suites/proxy ./suites/rollout ./suites/sidecar ./suites/vendor
+	  -count=1 -p 1 -timeout $(E2E_TIMEOUT) ./suites/proxy ./suites/rollout ./suites/sidecar ./suites/distribution
 	ARTIFACTS=$(ARTIFACTS) $(GOTESTSUM) --junitfile $(ARTIFACTS)/junit-mixed.xml --format testname -- \
 	  -count=1 -timeout $(E2E_TIMEOUT) ./suites/smoke -args -skewer.profile=ha-mixed
 	@cat $(ARTIFACTS)/clusters/*/report.md 2>/dev/null || true

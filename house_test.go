@@ -30,7 +30,7 @@ var floors = [][]string{
 	{"harness/rollout", "harness/faults", "harness/traffic"},
 	{"harness/sidecarchecks", "harness/guard"}, // sidecarchecks replaces a worker under its Pods, guard watches a rollout
 	{"harness/suite", "harness/certification"},
-	{"cmd/skewer", "suites/proxy", "suites/rollout", "suites/sidecar", "suites/smoke", "suites/vendor", "bench"},
+	{"cmd/skewer", "suites/proxy", "suites/rollout", "suites/sidecar", "suites/smoke", "suites/distribution", "bench"},
 }
 
 // apart are programs built into images: they stand on their own and may

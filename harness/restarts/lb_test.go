@@ -9,7 +9,7 @@ import (
 	"github.com/skewer-k8s/skewer/harness/promise"
 )
 
-// The load balancer's log of session 15's CI pre-run (suites/vendor, in
+// The load balancer's log of session 15's CI pre-run (suites/distribution, in
 // place): the worker (172.18.0.4) left Ready at 14:31:17 with every
 // connection on control-plane3 (172.18.0.5), being upgraded, which ended
 // them at 14:31:49; the one to control-plane2 had closed at its upgrade.

@@ -1,4 +1,4 @@
-package vendor
+package distribution
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-// Package vendor proves that a distribution can certify its own build: the
+// Package distribution proves that a distribution can certify its own build: the
 // test makes a vendor's release itself, with no network but the Go module
 // proxy (Kubernetes v1.36.3 built to report v1.36.3-acme.1, packed in the
 // layout of kubernetes-server-linux-amd64.tar.gz), then runs `skewer
@@ -8,7 +8,7 @@
 // binaries' sha256, the version its apiservers answered with - and on the
 // whole catalogue: every promise judged, the proxy's among them. It is
 // make e2e's certification (SKEWER_CERTIFY_OUT says where its report goes).
-package vendor
+package distribution
 
 import (
 	"archive/tar"
