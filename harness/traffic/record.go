@@ -38,6 +38,9 @@ type Record struct {
 // Summary is what a transition did to the traffic.
 type Summary struct {
 	Requests int
+	// Acked counts the acknowledged writes (201): what no-lost-writes and
+	// no-missed-watch-events look for, each.
+	Acked int
 	// Acknowledged writes (201) that a final list does not find.
 	LostWrites []string
 	// Acknowledged writes that a watch through the load balancer never delivered.
@@ -56,7 +59,11 @@ type Summary struct {
 	// NewAPIProbed says whether the traffic asked for a collection only
 	// newer apiservers serve: without it, no 404 can be found false.
 	NewAPIProbed bool
-	Phases       []PhaseSummary
+	// NewAPIChecked counts the answers to those requests through a target
+	// that advertised the collection for the whole phase: the requests a
+	// false 404 could be among.
+	NewAPIChecked int
+	Phases        []PhaseSummary
 	// Backends is the disruption table: each backend through the whole
 	// traffic.
 	Backends []report.Backend
@@ -72,6 +79,9 @@ type PhaseSummary struct {
 	NoResponse    int // connection refused, reset, timeout
 	P50, P99      time.Duration
 	FalseNotFound int
+	// Checked counts the answered requests for the new API through a
+	// target that advertised it from the phase's start to its end.
+	Checked       int
 	CodesByTarget map[string]map[int]int
 }
 
@@ -103,6 +113,9 @@ func Summarize(records []Record, advertised func(phase, target string) bool) []P
 				s.ServerErrors++
 			case r.Code == 404 && r.Probe == "new-api" && advertised(phase, r.Target):
 				s.FalseNotFound++
+			}
+			if r.Code != 0 && r.Probe == "new-api" && advertised(phase, r.Target) {
+				s.Checked++
 			}
 		}
 		s.P50, s.P99 = answeredLatencies(rs)

@@ -48,6 +48,7 @@ func (t *Traffic) Stop(ctx context.Context) (Summary, error) {
 	sort.Strings(s.MissedWatchEvents)
 	for _, p := range s.Phases {
 		s.FalseNotFound += p.FalseNotFound
+		s.NewAPIChecked += p.Checked
 	}
 	t.mu.Lock()
 	var forbidden []Record
@@ -145,7 +146,7 @@ func (t *Traffic) account(stored map[string]bool) Summary {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	capable := func(phase, target string) bool { return t.phaseAdvertised[phase][target] }
-	s := Summary{Requests: len(t.records), Phases: Summarize(t.records, capable), NewAPIProbed: t.opts.NewAPIPath != "",
+	s := Summary{Requests: len(t.records), Acked: len(t.acked), Phases: Summarize(t.records, capable), NewAPIProbed: t.opts.NewAPIPath != "",
 		Backends: Disruption(t.records), Steps: Steps(t.records)}
 	for name := range t.acked {
 		if !stored[name] {

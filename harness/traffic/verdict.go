@@ -40,16 +40,36 @@ func (s Summary) Verdicts() []promise.Verdict {
 	}
 	noFalse404 := countVerdict("rollout.no-false-404", false404, "404(s) for a resource an apiserver in the cluster served", s.Requests)
 	noFalse404.Causes = causes
-	if !s.NewAPIProbed {
+	switch {
+	case !s.NewAPIProbed:
 		noFalse404 = promise.Errored("rollout.no-false-404",
 			"the traffic asked for no collection only the newer version serves: none was given or found by comparing the apiservers' discovery at each step")
+	case s.NewAPIChecked < MinRequests && len(false404) == 0:
+		noFalse404 = promise.Errored("rollout.no-false-404",
+			"%d requests for the collection only the newer version serves were answered through a target that advertised it for a whole phase, fewer than the %d that show no false 404 among them", s.NewAPIChecked, MinRequests)
+	default:
+		noFalse404.Evidence = append(noFalse404.Evidence, fmt.Sprintf("%d answered through a target advertising it for the whole phase", s.NewAPIChecked))
 	}
 	return []promise.Verdict{
-		countVerdict("rollout.no-lost-writes", s.LostWrites, "acknowledged write(s) missing from a final list", s.Requests),
-		countVerdict("rollout.no-missed-watch-events", s.MissedWatchEvents, "acknowledged write(s) the watch never delivered", s.Requests),
+		s.ackedVerdict(countVerdict("rollout.no-lost-writes", s.LostWrites, "acknowledged write(s) missing from a final list", s.Requests)),
+		s.ackedVerdict(countVerdict("rollout.no-missed-watch-events", s.MissedWatchEvents, "acknowledged write(s) the watch never delivered", s.Requests)),
 		noFalse404,
 		forbiddenVerdict(s.Forbidden, s.Requests),
 	}
+}
+
+// ackedVerdict is v, a promise on the acknowledged writes, unless too few
+// were acknowledged for none lost to prove anything: then an error. A
+// traffic whose writes were refused (a 409, a 429) made its requests and
+// acknowledged none.
+func (s Summary) ackedVerdict(v promise.Verdict) promise.Verdict {
+	if v.Outcome == promise.Pass && s.Acked < MinRequests {
+		return promise.Errored(v.ID, "%d writes acknowledged, fewer than the %d a verdict needs", s.Acked, MinRequests)
+	}
+	if v.Outcome == promise.Pass {
+		v.Evidence = append(v.Evidence, fmt.Sprintf("%d acknowledged writes", s.Acked))
+	}
+	return v
 }
 
 // countVerdict passes when bad is empty and otherwise fails, naming how

@@ -19,14 +19,14 @@ func TestVerdicts(t *testing.T) {
 		}
 		return out
 	}
-	clean := Summary{Requests: 500, NewAPIProbed: true}
+	clean := Summary{Requests: 500, Acked: 200, NewAPIProbed: true, NewAPIChecked: 150}
 	for id, o := range outcomes(clean.Verdicts()) {
 		if o != promise.Pass {
 			t.Errorf("clean traffic: %s %s", id, o)
 		}
 	}
 
-	bad := Summary{Requests: 500, NewAPIProbed: true, LostWrites: []string{"w-1", "w-2"}, FalseNotFound: 1,
+	bad := Summary{Requests: 500, Acked: 200, NewAPIProbed: true, NewAPIChecked: 150, LostWrites: []string{"w-1", "w-2"}, FalseNotFound: 1,
 		FalseNotFoundRecords: []Record{{Time: time.Unix(0, 0), Verb: "list", Object: "mutatingadmissionpolicies", Target: "lb", Server: "v1.35.4", Phase: "drain x"}}}
 	vs := bad.Verdicts()
 	got := outcomes(vs)
@@ -51,6 +51,32 @@ func TestVerdicts(t *testing.T) {
 		if v.ID == "rollout.no-false-404" && v.Outcome != promise.Error {
 			t.Errorf("no new-API probe: %s %s, want error", v.ID, v.Outcome)
 		}
+	}
+
+	// Requests made, but too few writes acknowledged, or too few answers
+	// for the newer-only collection through a target advertising it, to
+	// show none lost or none a false 404: errors, never a pass.
+	for name, s := range map[string]Summary{
+		"no write acknowledged":      {Requests: 500, NewAPIProbed: true, NewAPIChecked: 150},
+		"the collection never asked": {Requests: 500, Acked: 200, NewAPIProbed: true, NewAPIChecked: 99},
+	} {
+		got := outcomes(s.Verdicts())
+		acked := s.Acked >= MinRequests
+		if (got["rollout.no-lost-writes"] == promise.Pass) != acked || (got["rollout.no-missed-watch-events"] == promise.Pass) != acked ||
+			(got["rollout.no-false-404"] == promise.Pass) != (s.NewAPIChecked >= MinRequests) {
+			t.Errorf("%s: %v", name, got)
+		}
+		for id, o := range got {
+			if o != promise.Pass && o != promise.Error {
+				t.Errorf("%s: %s %s, want pass or error", name, id, o)
+			}
+		}
+	}
+	// A false 404 fails however few were checked.
+	few := bad
+	few.NewAPIChecked = 3
+	if got := outcomes(few.Verdicts()); got["rollout.no-false-404"] != promise.Fail {
+		t.Errorf("a false 404 among 3: %s", got["rollout.no-false-404"])
 	}
 
 	// Too little traffic proves nothing: every promise fails.
