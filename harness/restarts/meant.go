@@ -193,12 +193,22 @@ func Check(seen []Event, meant func(Event) bool) promise.Verdict {
 // what it saw: cluster.no-unexpected-restarts (Check) and
 // cluster.nodes-stay-ready (StayReady, which reads the audit logs at
 // auditLogs for a node's cause). Where it could not look (a node's
-// journal it could not follow) is said in the evidence of the first.
+// journal it could not follow) makes the first an error (withGaps).
 func (m *Monitor) Judge(meant func(Event) bool, auditLogs []string) []promise.Verdict {
 	seen := m.Stop()
-	v := Check(seen, meant)
-	for _, gap := range m.Gaps() {
+	return []promise.Verdict{withGaps(Check(seen, meant), m.Gaps()), StayReady(seen, meant, auditLogs)}
+}
+
+// withGaps is v, judged where the monitor could look, with where it could
+// not (gaps): said in its evidence, and a pass there is an error - a
+// kubelet or containerd restart on a node whose journal was not followed
+// would not have been seen. A failure stays one: what was seen happened.
+func withGaps(v promise.Verdict, gaps []string) promise.Verdict {
+	for _, gap := range gaps {
 		v.Evidence = append(v.Evidence, "not watched: "+gap)
 	}
-	return []promise.Verdict{v, StayReady(seen, meant, auditLogs)}
+	if len(gaps) > 0 && v.Outcome == promise.Pass {
+		v.Outcome, v.Reason = promise.Error, "the monitor could not watch every node: "+strings.Join(gaps, "; ")
+	}
+	return v
 }

@@ -223,3 +223,20 @@ func TestAStartErrorSaysTheRuntimesError(t *testing.T) {
 		t.Errorf("events: %v", got)
 	}
 }
+
+// A node's journal the monitor could not follow makes a pass an error:
+// a restart there would not have been seen. A failure stays a failure.
+func TestWithGaps(t *testing.T) {
+	gap := []string{"the journal of w1: exit status 1"}
+	pass := promise.Verdict{ID: "cluster.no-unexpected-restarts", Outcome: promise.Pass, Evidence: []string{"0 event(s) seen"}}
+	if v := withGaps(pass, nil); v.Outcome != promise.Pass {
+		t.Errorf("no gap: %s", v.Outcome)
+	}
+	if v := withGaps(pass, gap); v.Outcome != promise.Error || !strings.Contains(v.Reason, "the journal of w1") || v.Evidence[1] != "not watched: "+gap[0] {
+		t.Errorf("a gap: %+v", v)
+	}
+	fail := promise.Verdict{ID: "cluster.no-unexpected-restarts", Outcome: promise.Fail, Reason: "1 restart"}
+	if v := withGaps(fail, gap); v.Outcome != promise.Fail {
+		t.Errorf("a failure with a gap: %s", v.Outcome)
+	}
+}
