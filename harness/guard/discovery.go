@@ -55,6 +55,9 @@ func (g *Guard) discovery(ctx context.Context, earlier []report.GuardSignal) rep
 				return false, err.Error(), nil
 			}
 			members = look.Members
+			if len(members) == 0 { // nothing answered: nothing agrees
+				return false, "no apiserver answered for its discovery", nil
+			}
 			return len(look.Off) == 0, strings.Join(look.Off, "; "), nil
 		})
 	took := time.Since(start)

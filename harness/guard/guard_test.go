@@ -301,6 +301,20 @@ func TestHaltsWhenDiscoveryStaysStale(t *testing.T) {
 	}
 }
 
+// A look at which no apiserver answered agrees on nothing: past the bound
+// the rollout halts, as on a stale discovery.
+func TestHaltsWhenNoApiserverAnswersDiscovery(t *testing.T) {
+	l := &looks{members: [][]string{{}}, off: [][]string{nil}}
+	g, src := discoveryGuarded(l, time.Second)
+	err := after(g, src, "01 remove cp5", "", 0, 1, 200)
+	if err == nil || !strings.Contains(err.Error(), "no apiserver answered for its discovery") {
+		t.Fatalf("no member at any look: want a breach saying so, got %v", err)
+	}
+	if tot := g.Totals(); tot.Converged != 0 {
+		t.Errorf("no member counted as converged: %+v", tot)
+	}
+}
+
 func TestDiscoveryIsNotReadAfterABreach(t *testing.T) {
 	l := &looks{members: [][]string{{"cp1=" + older}}, off: [][]string{nil}}
 	g, src := discoveryGuarded(l, time.Second)
