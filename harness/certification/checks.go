@@ -218,6 +218,9 @@ func convergedVerdict(newer version.Version, only []discovery.Resource, took tim
 	if err != nil {
 		return fail(id, "%v", err)
 	}
+	if len(only) == 0 { // the pair's input rules it out, as noWindow says
+		return promise.Inapplicable(id, "%s serves no resource the older apiservers lack: no merged view has anything to converge on", newer)
+	}
 	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: []string{fmt.Sprintf("%d resource(s) only %s serves, in every merged view after %s", len(only), newer, took.Round(100*time.Millisecond))}}
 }
 

@@ -76,6 +76,11 @@ func TestJudgesPassWhatHolds(t *testing.T) {
 	if got := lacks("cp1", discovery.Set{"x/v1/ys": only[0]}, nil, only); len(got) != 0 {
 		t.Errorf("a merged view that shows it lacks %v", got)
 	}
+	// Nothing only the newer version serves: nothing to converge on, and
+	// no pass on it.
+	if v := convergedVerdict(v136, nil, time.Second, nil); v.Outcome != promise.NotApplicable {
+		t.Errorf("no newer-only resource: %s %s", v.Outcome, v.Reason)
+	}
 }
 
 // After a rollback a merged view that advertises what no server serves
