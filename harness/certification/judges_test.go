@@ -41,7 +41,7 @@ func TestJudgesPassWhatHolds(t *testing.T) {
 		stoppedVerdict("cp4", []string{"cp5"}, []Attempt{attempt(0, 5*ms, 200), attempt(time.Second, 3*ms, 200)}, []string{"cp5"}, nil),
 		holeVerdict("black hole", "x/v1/ys", "cp1", 65*time.Second, map[string]Attempt{"list": attempt(0, time.Minute, 504), "create": attempt(0, 3*ms, 503)}, noAudit),
 		slowVerdict("cp1", slowSeen{below: []Attempt{attempt(0, 310*ms, 200)}, above: attempt(0, 12*time.Second, 503)}),
-		dupVerdict(countedWrite("a create", 1, "cp4", time.Second), noWrite),
+		dupVerdict(countedWrite("a create", 0, "cp4", time.Second), countedWrite("a create given up", 1, "cp4", time.Second)),
 		onlyGoneVerdict("cp1", "cp4", []Attempt{attempt(0, 5*ms, 503)}, 35*time.Second, time.Time{}, nil),
 		must(route, "proxy.route.verbs"),
 		must(unmovedV, "proxy.route.no-false-forwarding"),
@@ -75,6 +75,11 @@ func TestJudgesPassWhatHolds(t *testing.T) {
 	}
 	if got := lacks("cp1", discovery.Set{"x/v1/ys": only[0]}, nil, only); len(got) != 0 {
 		t.Errorf("a merged view that shows it lacks %v", got)
+	}
+	// A write given up on the slowed link that never reached the peer
+	// shows no retry: nothing judged.
+	if v := dupVerdict(countedWrite("a create", 0, "cp4", time.Second), countedWrite("a create given up", 0, "cp4", time.Second)); v.Outcome != promise.Error {
+		t.Errorf("no object made: %s %s", v.Outcome, v.Reason)
 	}
 	// Nothing only the newer version serves: nothing to converge on, and
 	// no pass on it.

@@ -113,17 +113,21 @@ func CheckPeerLink(ctx context.Context, c *cluster.Cluster, w *Window) []promise
 }
 
 // dupVerdict judges proxy.fault.no-duplicate-write on what the writes
-// under the faults made.
-func dupVerdict(made ...written) promise.Verdict {
+// under the faults made: the one under the black hole (hole) and the one
+// its client gave up on as the slowed link carried it (between). Only the
+// latter can be retried into a duplicate - it reaches the peer, whose
+// answer comes too late - so if it made no object, nothing was shown.
+func dupVerdict(hole, between written) promise.Verdict {
 	const id = "proxy.fault.no-duplicate-write"
-	var said []string
-	for _, w := range made {
-		said = append(said, w.said)
-	}
-	for _, w := range made {
+	said := []string{hole.said, between.said}
+	for _, w := range []written{hole, between} {
 		if w.bad {
 			return promise.Verdict{ID: id, Outcome: promise.Fail, Evidence: said, Reason: w.said}
 		}
+	}
+	if !between.reached {
+		return promise.Verdict{ID: id, Outcome: promise.Error, Evidence: said,
+			Reason: "the write given up on the slowed link made no object: it never reached the peer, so no retry could have duplicated it"}
 	}
 	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: said}
 }
@@ -193,6 +197,8 @@ func (l *linkRun) made(ctx context.Context) (int, error) {
 type written struct {
 	said string
 	bad  bool
+	// reached says the write made an object.
+	reached bool
 }
 
 // noWrite is what a run without a sample object writes.
@@ -230,7 +236,7 @@ func countedWrite(what string, most int, server string, d time.Duration) written
 	if most > 1 {
 		return written{said: fmt.Sprintf("%s made %d objects: retried into a duplicate", what, most), bad: true}
 	}
-	return written{said: fmt.Sprintf("%s made %d object(s), counted through %s for %s", what, most, server, d)}
+	return written{said: fmt.Sprintf("%s made %d object(s), counted through %s for %s", what, most, server, d), reached: most == 1}
 }
 
 func (l *linkRun) cleanUp(ctx context.Context) {
