@@ -76,6 +76,13 @@ func TestJudgesPassWhatHolds(t *testing.T) {
 	if got := lacks("cp1", discovery.Set{"x/v1/ys": only[0]}, nil, only); len(got) != 0 {
 		t.Errorf("a merged view that shows it lacks %v", got)
 	}
+	// An entry refusing for another reason (a 429, a 502) shows nothing of
+	// the peer: not the explicit 503 either promise asks for.
+	for _, code := range []int{429, 502} {
+		if v := onlyGoneVerdict("cp1", "cp4", []Attempt{attempt(0, 5*ms, code)}, 35*time.Second, time.Time{}, nil); v.Outcome != promise.Fail || !strings.Contains(v.Reason, "neither 503 nor 404") {
+			t.Errorf("only-peer-gone answered %d: %s %s", code, v.Outcome, v.Reason)
+		}
+	}
 	// A write given up on the slowed link that never reached the peer
 	// shows no retry: nothing judged.
 	if v := dupVerdict(countedWrite("a create", 0, "cp4", time.Second), countedWrite("a create given up", 0, "cp4", time.Second)); v.Outcome != promise.Error {

@@ -111,6 +111,9 @@ func onlyGoneVerdict(entry, gone string, as []Attempt, timeout time.Duration, go
 		case a.Code == 200:
 			bad = append(bad, "served although nothing serves it: "+a.String())
 			causes = append(causes, promise.UnknownCause)
+		case a.Code != 503 && a.Code != 404: // a 404 is judged below
+			bad = append(bad, "answered neither 503 nor 404: "+a.String())
+			causes = append(causes, promise.UnknownCause)
 		}
 	}
 	if n := codes[404]; n > 0 {

@@ -110,6 +110,9 @@ func untrustedVerdict(in untrustedSeen, rebuilt func() (string, time.Time, error
 		case a.Code == 200:
 			bad = append(bad, "served, though only the untrusted peer serves it: "+a.String())
 			causes = append(causes, promise.UnknownCause)
+		case a.Code != 503 && a.Code != 404: // a 404 is judged below
+			bad = append(bad, "answered neither 503 nor 404: "+a.String())
+			causes = append(causes, promise.UnknownCause)
 		}
 	}
 	if n := codes[404]; n > 0 {
