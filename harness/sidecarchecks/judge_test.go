@@ -76,9 +76,9 @@ func TestJudgesPassWhatHolds(t *testing.T) {
 			onBoth(&corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{running("proxy", t0, 0)},
 				ContainerStatuses: []corev1.ContainerStatus{running("app", t0.Add(time.Second), 0)}}})),
 		"crash alone": JudgeCrashAlone(testKubelets, onBoth(&corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{running("proxy", t0.Add(6*time.Second), 1)},
-			ContainerStatuses: []corev1.ContainerStatus{running("app", t0, 0)}}}), onBoth(metav1.NewTime(t0)), onBoth(recorded("proxy start", "proxy crash", "proxy start"))),
+			ContainerStatuses: []corev1.ContainerStatus{running("app", t0, 0)}}}), onBoth(metav1.NewTime(t0)), onBoth(recorded("proxy start", "app start", "proxy crash", "proxy start"))),
 		"crash alone, one restart the runtime failed": JudgeCrashAlone(testKubelets, onBoth(&corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{startFailed(running("proxy", t0.Add(20*time.Second), 2))},
-			ContainerStatuses: []corev1.ContainerStatus{running("app", t0, 0)}}}), onBoth(metav1.NewTime(t0)), onBoth(recorded("proxy start", "proxy crash", "proxy start"))),
+			ContainerStatuses: []corev1.ContainerStatus{running("app", t0, 0)}}}), onBoth(metav1.NewTime(t0)), onBoth(recorded("proxy start", "app start", "proxy crash", "proxy start"))),
 		"hung": JudgeHung(testKubelets, onBoth(hungSeen(8*time.Second, 25*time.Second)), onBoth(recorded("proxy start", "proxy hang", "proxy start"))),
 		"readiness gates": JudgeReadinessGates(&appsv1.Deployment{Status: appsv1.DeploymentStatus{AvailableReplicas: 1}},
 			[]corev1.Pod{ready("web-old", "10.244.1.5", corev1.ConditionTrue), ready("web-new", "10.244.1.6", corev1.ConditionFalse)},
@@ -255,9 +255,24 @@ func TestLastEnded(t *testing.T) {
 // again, from what it recorded.
 func TestCrashAloneSaysTheRecovery(t *testing.T) {
 	v := JudgeCrashAlone(testKubelets, onBoth(&corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{running("proxy", t0.Add(6*time.Second), 1)},
-		ContainerStatuses: []corev1.ContainerStatus{running("app", t0, 0)}}}), onBoth(metav1.NewTime(t0)), onBoth(recorded("proxy start", "proxy crash", "proxy start")))
+		ContainerStatuses: []corev1.ContainerStatus{running("app", t0, 0)}}}), onBoth(metav1.NewTime(t0)), onBoth(recorded("proxy start", "app start", "proxy crash", "proxy start")))
 	if v.Outcome != promise.Pass || len(v.Evidence) != 2 || !strings.Contains(v.Evidence[0], "running again 100ms later") {
 		t.Errorf("%s %s: %v", v.Outcome, v.Reason, v.Evidence)
+	}
+	// A crash before the app started shows nothing of the app running
+	// through it: not judged.
+	v = JudgeCrashAlone(testKubelets, onBoth(&corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{running("proxy", t0.Add(6*time.Second), 1)},
+		ContainerStatuses: []corev1.ContainerStatus{running("app", t0, 0)}}}), onBoth(metav1.NewTime(t0)), onBoth(recorded("proxy start", "proxy crash", "app start", "proxy start")))
+	if v.Outcome != promise.Error || !strings.Contains(v.Reason, "before the app had started") {
+		t.Errorf("a crash before the app: %s %s", v.Outcome, v.Reason)
+	}
+	// Nor an OOM kill before the app's start.
+	early := &corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{{Name: HoggingSidecar, RestartCount: 1,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0.Add(9 * time.Second))}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "OOMKilled", ExitCode: 137, FinishedAt: metav1.NewTime(t0.Add(-2 * time.Second))}}}},
+		ContainerStatuses: []corev1.ContainerStatus{running("app", t0, 0)}}}
+	if v := JudgeOOMAlone(testKubelets, onBoth(early), onBoth(metav1.NewTime(t0))); v.Outcome != promise.Error || !strings.Contains(v.Reason, "before the app started") {
+		t.Errorf("an OOM kill before the app: %s %s", v.Outcome, v.Reason)
 	}
 }
 

@@ -68,6 +68,10 @@ func judgeOOMAlone(after *corev1.Pod, appStarted metav1.Time) ([]string, error) 
 		return nil, err
 	}
 	killed := sidecar.LastTerminationState.Terminated
+	if killed.FinishedAt.Before(&appStarted) { // to the second, as the API keeps both
+		return nil, unjudged("the sidecar was OOMKilled at %s, before the app started at %s: nothing of the app ran through it",
+			killed.FinishedAt.UTC().Format("15:04:05"), appStarted.UTC().Format("15:04:05"))
+	}
 	return []string{fmt.Sprintf("the sidecar (memory limit %s) was OOMKilled at %s (exit %d) and restarted alone (restarts: sidecar %d, app 0); the app runs on since %s",
 		resource.NewQuantity(hogLimit, resource.BinarySI), killed.FinishedAt.UTC().Format("15:04:05"), killed.ExitCode, sidecar.RestartCount,
 		appStarted.UTC().Format("15:04:05"))}, nil

@@ -155,6 +155,11 @@ func judgeCrashAlone(after *corev1.Pod, appStarted metav1.Time, read func() ([]f
 	if err != nil {
 		return nil, err
 	}
+	// A sidecar that crashed before the app started (a loaded node slow to
+	// start the app) shows nothing of the app running through it.
+	if appStart, err := firstEvent(ev, "app", "start"); err != nil || !crashed.After(appStart) {
+		return nil, unjudged("the sidecar crashed before the app had started, nothing of the app ran through it: %s", eventLines(ev))
+	}
 	if len(starts) != 2 {
 		return nil, fmt.Errorf("the sidecar started %d times, want 2 (started, crashed, started again): %s", len(starts), eventLines(ev))
 	}
