@@ -105,6 +105,9 @@ func (s *Sidecars) canaryDelete(ctx context.Context, ns string, pods [2][]string
 				return err
 			}
 			written := appWrote(ev)
+			if written == 0 { // unread, or the app never stopped: nothing to count lost
+				return fmt.Errorf("the app of Pod %s never said how many lines it wrote: %s", name, eventLines(ev))
+			}
 			seen.Templates[t].Written += written
 			seen.Templates[t].Lost += max(written-shipped, 0)
 		}
