@@ -496,3 +496,15 @@ func TestInService(t *testing.T) {
 		t.Error("in service only with a ready endpoint and the app running")
 	}
 }
+
+// The expansion must stop on the crash it is made to show: a second
+// batch stopped by another breach (its preflight refused) shows nothing
+// of a restart's breach.
+func TestMigrationBatchesStopOnTheCrash(t *testing.T) {
+	b := func(ns, breach string) sidecar.BatchResult {
+		return sidecar.BatchResult{Targets: []sidecar.Target{{Namespace: ns, Name: "web"}}, Breach: breach}
+	}
+	if v := JudgeMigrationBatches([]sidecar.BatchResult{b("a", ""), b("b", "before: restartPolicy dropped")}); v.Outcome != promise.Fail || !strings.Contains(v.Reason, "another breach") {
+		t.Errorf("stopped by a preflight: %s %s", v.Outcome, v.Reason)
+	}
+}

@@ -126,6 +126,10 @@ func stoppedAtBreach(results []sidecar.BatchResult) ([]string, error) {
 		return ev, fmt.Errorf("the first batch breached: %s", results[0].Breach)
 	case results[1].Breach == "":
 		return ev, fmt.Errorf("the second batch's helper crashed, and no breach was seen")
+	case !strings.Contains(results[1].Breach, "MaxRestarts"):
+		// A breach of something else (a preflight refusal, a slow rollout)
+		// stopped it, not the crash the batch is made to show.
+		return ev, fmt.Errorf("the second batch's helper crashed, but the batch stopped on another breach: %s", results[1].Breach)
 	}
 	return ev, nil
 }
