@@ -152,6 +152,9 @@ func judgeHung(seen HungSeen, ev []fixtures.Event) ([]string, error) {
 	case hung.Before(seen.In):
 		return nil, unjudged("the sidecar hung at %s, before its Pod was first seen in service at %s: the hang's bound cannot be judged",
 			hung.UTC().Format("15:04:05.000"), seen.In.UTC().Format("15:04:05.000"))
+	case out < 0:
+		return nil, unjudged("the Pod left its Service's ready endpoints at %s, before its sidecar hung at %s: a flap, not the hang, was timed",
+			seen.Out.UTC().Format("15:04:05.000"), hung.UTC().Format("15:04:05.000"))
 	case out > outOfService:
 		return nil, fmt.Errorf("the Pod left its Service's ready endpoints %s after its sidecar hung, over the readiness probe's bound %s", out.Round(100*time.Millisecond), outOfService)
 	case back > backInService:

@@ -487,6 +487,16 @@ func TestOOMAlone(t *testing.T) {
 	}
 }
 
+// A Pod out of service before its sidecar hung times a flap, not the
+// hang: not judged.
+func TestHungOutBeforeTheHang(t *testing.T) {
+	seen := hungSeen(8*time.Second, 25*time.Second)
+	seen.Out = seen.In.Add(50 * time.Millisecond) // the hang is at +100ms
+	if _, err := judgeHung(seen, recorded("proxy start", "proxy hang", "proxy start")); !errors.Is(err, errUnjudged) {
+		t.Errorf("out before the hang: %v", err)
+	}
+}
+
 // The hung helper's Pod is in service only when its app is seen running
 // too: a Pod read a moment before it turned ready has no app start yet.
 func TestInService(t *testing.T) {
