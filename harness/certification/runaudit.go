@@ -72,6 +72,9 @@ func CheckRunAudit(paths []string, handovers map[string][]time.Time) promise.Ver
 		return promise.Verdict{ID: id, Outcome: promise.Fail, Reason: counted + ", first: " + lost[0], Causes: causes,
 			Evidence: append([]string{counted}, lost...)}
 	}
+	if open == len(fwd) { // counted, not judged: nothing ended to judge
+		return promise.NothingObserved(id, 1, "forwarded request(s) ended at both sides ("+counted+")", 0)
+	}
 	return promise.Verdict{ID: id, Outcome: promise.Pass, Evidence: []string{counted}}
 }
 

@@ -134,4 +134,15 @@ func TestCheckRunAudit(t *testing.T) {
 	if v := CheckRunAudit([]string{paths[0]}, nil); v.Outcome != promise.Fail || !strings.HasPrefix(v.Reason, "nothing observed") {
 		t.Errorf("one server forwards nothing, and nothing is not a pass: %+v", v)
 	}
+
+	// Every forwarded request still open when the logs end: counted, and
+	// nothing ended to judge.
+	o := &auditLogs{dir: t.TempDir(), lines: map[string][]logLine{}}
+	o.alive("cp2", s(0), s(60))
+	o.alive("cp4", s(0), s(60))
+	o.event("cp2", "open", "ResponseStarted", s(50), s(50.1))
+	o.event("cp4", "open", "ResponseStarted", s(50.1), s(50.2))
+	if v := CheckRunAudit(o.write(t), nil); v.Outcome != promise.Fail || !strings.HasPrefix(v.Reason, "nothing observed") {
+		t.Errorf("only open requests: %+v", v)
+	}
 }
