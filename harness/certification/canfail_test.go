@@ -389,7 +389,7 @@ var canFail = []struct {
 			CPU: sec(0.4, 0.4, 0.4, 0.4), JobsUnfinished: 2}
 		native := legacy
 		native.Lost, native.Jobs, native.JobsUnfinished = 40, sec(5, 5), 0
-		seen := sidecarchecks.CanarySeen{Nodes: []string{"w1", "cp1"}, Pods: 4, Templates: [2]sidecarchecks.TemplateSeen{legacy, native}}
+		seen := sidecarchecks.CanarySeen{Nodes: []string{"w1", "cp1"}, Pods: 4, Templates: [2]sidecarchecks.TemplateSeen{legacy, native}, ReadinessLooks: sidecarchecks.Looks{Tried: 120, Seen: 120}}
 		return sidecarchecks.JudgeCanary(seen, sidecarchecks.CompareCanary(seen))
 	}},
 	{"sidecar.least-privilege", "the migrated helper ran with effective uid 0", func(t *testing.T) promise.Verdict {

@@ -168,7 +168,7 @@ func TestCanaryRuntimeRestartsWaived(t *testing.T) {
 		legacy := sidecarchecks.TemplateSeen{Ready: sec, Requests: 160, Written: 2400, MemoryPeak: []int64{30 << 20, 30 << 20, 30 << 20, 30 << 20}, CPU: sec, JobsUnfinished: 2}
 		native := legacy
 		native.Jobs, native.JobsUnfinished, native.Restarts, native.RuntimeRestarts = sec[:2], 0, restarted, runc
-		seen := sidecarchecks.CanarySeen{Nodes: []string{"w1", "cp1"}, Pods: 4, Templates: [2]sidecarchecks.TemplateSeen{legacy, native}}
+		seen := sidecarchecks.CanarySeen{Nodes: []string{"w1", "cp1"}, Pods: 4, Templates: [2]sidecarchecks.TemplateSeen{legacy, native}, ReadinessLooks: sidecarchecks.Looks{Tried: 120, Seen: 120}}
 		return sidecarchecks.JudgeCanary(seen, sidecarchecks.CompareCanary(seen))
 	}
 	if w := ws.Apply(judge(1, 1), false); w.Outcome != promise.Waived || !strings.Contains(w.Reference, "opencontainers/runc") {

@@ -54,6 +54,8 @@ type CanarySeen struct {
 	Nodes     []string
 	Pods      int
 	Templates [2]TemplateSeen
+	// ReadinessLooks are the looks readiness lost after Ready rests on.
+	ReadinessLooks Looks
 }
 
 // TemplateSeen is one template's figures.
@@ -278,7 +280,8 @@ func (s *Sidecars) canaryServe(ctx context.Context, ns string, pods [2][]string,
 			}()
 		}
 	}
-	lost := readinessLost(ctx, cs, ns, of, end)
+	lost, looks := readinessLost(ctx, cs, ns, of, end)
+	seen.ReadinessLooks = looks
 	wg.Wait()
 	for t := range templateNames {
 		seen.Templates[t].ReadinessLost = lost[t]
@@ -309,13 +312,14 @@ func askThroughProxy(ctx context.Context, cs kubernetes.Interface, ns, name stri
 // was Ready was not: out of service after it served. A probe that fails
 // before a Pod's first Ready (the kubelet's Unhealthy events count those
 // too) keeps nothing out of service that was in it.
-func readinessLost(ctx context.Context, cs kubernetes.Interface, ns string, of map[string]int, end time.Time) [2]int32 {
-	var lost [2]int32
+func readinessLost(ctx context.Context, cs kubernetes.Interface, ns string, of map[string]int, end time.Time) (lost [2]int32, looks Looks) {
 	was := map[string]bool{}
 	tick := time.NewTicker(canaryEvery)
 	defer tick.Stop()
 	for time.Now().Before(end) && ctx.Err() == nil {
+		looks.Tried++
 		if list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "template"}); err == nil {
+			looks.Seen++
 			for _, p := range list.Items {
 				t, ok := of[p.Name]
 				if !ok {
@@ -333,8 +337,12 @@ func readinessLost(ctx context.Context, cs kubernetes.Interface, ns string, of m
 		case <-tick.C:
 		}
 	}
-	return lost
+	return lost, looks
 }
+
+// Looks counts the looks at the canary's Pods' readiness: tried, and
+// those the API answered.
+type Looks struct{ Tried, Seen int }
 
 // canaryUsage reads each of a template's Pods' restarts and readiness
 // failures, and its memory peak and CPU time from its cgroup.

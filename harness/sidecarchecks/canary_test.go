@@ -23,7 +23,7 @@ func healthyCanary() CanarySeen {
 		}
 		return out
 	}
-	return CanarySeen{Nodes: []string{"w1 (kubelet v1.35.4)", "cp1 (kubelet v1.36.3)"}, Pods: 4, Templates: [2]TemplateSeen{
+	return CanarySeen{Nodes: []string{"w1 (kubelet v1.35.4)", "cp1 (kubelet v1.36.3)"}, Pods: 4, ReadinessLooks: Looks{Tried: 120, Seen: 118}, Templates: [2]TemplateSeen{
 		{Ready: ready(2100, 2300, 2600, 3900), ReadinessFailures: 2, Requests: 160, Errors: 1, Written: 2400, Lost: 37, MemoryPeak: []int64{30 << 20, 31 << 20, 29 << 20, 33 << 20},
 			CPU: ready(400, 410, 380, 450), JobsUnfinished: 2},
 		{Ready: ready(3000, 3300, 3500, 5200), ReadinessFailures: 3, Requests: 158, Errors: 1, Written: 2380, Lost: 0, MemoryPeak: []int64{31 << 20, 30 << 20, 30 << 20, 34 << 20},
@@ -70,9 +70,10 @@ func TestCanary(t *testing.T) {
 		"a Pod never Ready": func(s *CanarySeen) {
 			s.Templates[nativeTemplate].Ready, s.Templates[nativeTemplate].NeverReady = s.Templates[1].Ready[:3], 1
 		},
-		"few requests":    func(s *CanarySeen) { s.Templates[legacyTemplate].Requests = 40 },
-		"no lines":        func(s *CanarySeen) { s.Templates[nativeTemplate].Written = 0 },
-		"a cgroup unread": func(s *CanarySeen) { s.Templates[legacyTemplate].MemoryPeak = s.Templates[0].MemoryPeak[:2] },
+		"few requests":     func(s *CanarySeen) { s.Templates[legacyTemplate].Requests = 40 },
+		"no lines":         func(s *CanarySeen) { s.Templates[nativeTemplate].Written = 0 },
+		"a cgroup unread":  func(s *CanarySeen) { s.Templates[legacyTemplate].MemoryPeak = s.Templates[0].MemoryPeak[:2] },
+		"readiness unread": func(s *CanarySeen) { s.ReadinessLooks.Seen = 59 },
 	} {
 		seen := healthyCanary()
 		change(&seen)

@@ -164,6 +164,11 @@ func JudgeCanary(seen CanarySeen, c report.Canary) promise.Verdict {
 			short = append(short, fmt.Sprintf("%s: %d lines written, %d of %d Pods' cgroups read", templateNames[i], t.Written, len(t.MemoryPeak), seen.Pods))
 		}
 	}
+	// Half the looks at readiness answered: a loss lasting one probe
+	// period (1 s, four looks) is seen with every other look missing.
+	if l := seen.ReadinessLooks; l.Tried == 0 || 2*l.Seen < l.Tried {
+		short = append(short, fmt.Sprintf("readiness read at %d of %d looks", l.Seen, l.Tried))
+	}
 	if len(short) > 0 {
 		return promise.Errored(id, "the canary saw too little to compare: %s", strings.Join(short, "; "))
 	}

@@ -268,7 +268,7 @@ func TestCrashAloneSaysTheRecovery(t *testing.T) {
 	}
 	// Nor an OOM kill before the app's start.
 	early := &corev1.Pod{Status: corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{{Name: HoggingSidecar, RestartCount: 1,
-		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0.Add(9 * time.Second))}},
+		State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0.Add(9 * time.Second))}},
 		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "OOMKilled", ExitCode: 137, FinishedAt: metav1.NewTime(t0.Add(-2 * time.Second))}}}},
 		ContainerStatuses: []corev1.ContainerStatus{running("app", t0, 0)}}}
 	if v := JudgeOOMAlone(testKubelets, onBoth(early), onBoth(metav1.NewTime(t0))); v.Outcome != promise.Error || !strings.Contains(v.Reason, "before the app started") {
