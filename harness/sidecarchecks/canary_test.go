@@ -173,3 +173,22 @@ func TestParsePodUsage(t *testing.T) {
 		t.Error("no CPU time read: no error")
 	}
 }
+
+// A canary Pod is asked for the window, and on until it was asked its
+// share of the floor - a loaded machine answers fewer in the window -
+// but never past the last moment.
+func TestAskWindow(t *testing.T) {
+	w := askWindow{end: t0.Add(10 * time.Second), last: t0.Add(30 * time.Second), atLeast: 25}
+	for _, c := range []struct {
+		asked int
+		at    time.Duration
+		want  bool
+	}{
+		{0, 0, true}, {40, 5 * time.Second, true}, {40, 10 * time.Second, false}, {24, 10 * time.Second, true},
+		{24, 29 * time.Second, true}, {24, 30 * time.Second, false}, {25, 11 * time.Second, false},
+	} {
+		if got := w.more(c.asked, t0.Add(c.at)); got != c.want {
+			t.Errorf("asked %d at +%s: %t, want %t", c.asked, c.at, got, c.want)
+		}
+	}
+}
