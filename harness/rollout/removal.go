@@ -126,11 +126,7 @@ func removeControlPlane(ctx context.Context, c *cluster.Cluster, node cluster.No
 	if _, err := node.Run(ctx, "kubeadm", "reset", "phase", "remove-etcd-member", "--v=2"); err != nil {
 		return fmt.Errorf("kubeadm reset phase remove-etcd-member on %s: %w", node.Name, err)
 	}
-	if err := forget(ctx, c, node.Name); err != nil {
-		return err
-	}
-	c.KeepNodeLogs(ctx, node)
-	return docker.Remove(ctx, node.Name)
+	return removeNode(ctx, c, node)
 }
 
 // discardControlPlane takes out whatever exists of a control plane that
@@ -145,6 +141,13 @@ func discardControlPlane(ctx context.Context, c *cluster.Cluster, node cluster.N
 	}
 	_, _ = node.Run(ctx, "pkill", "-9", "-x", "kubeadm")
 	_, _ = node.Run(ctx, "kubeadm", "reset", "--force", "--v=2")
+	return removeNode(ctx, c, node)
+}
+
+// removeNode takes node away for good once it has left the cluster: what
+// the API keeps of it (forget), its journals kept first (KeepNodeLogs),
+// then its container.
+func removeNode(ctx context.Context, c *cluster.Cluster, node cluster.Node) error {
 	if err := forget(ctx, c, node.Name); err != nil {
 		return err
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/version"
 	"github.com/skewer-k8s/skewer/harness/wait"
-	"github.com/skewer-k8s/skewer/internal/docker"
 )
 
 // A worker is replaced by surge, as a node pool upgrade does it: AddWorker
@@ -60,9 +59,5 @@ func RemoveWorker(ctx context.Context, c *cluster.Cluster, node cluster.Node) er
 	if _, err := node.Run(ctx, "kubeadm", "reset", "--force", "--v=2"); err != nil {
 		return fmt.Errorf("kubeadm reset on %s: %w", node.Name, err)
 	}
-	if err := forget(ctx, c, node.Name); err != nil {
-		return err
-	}
-	c.KeepNodeLogs(ctx, node)
-	return docker.Remove(ctx, node.Name)
+	return removeNode(ctx, c, node)
 }
