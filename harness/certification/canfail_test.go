@@ -437,6 +437,14 @@ var canFail = []struct {
 		}
 		return sidecarchecks.JudgeStopCondition("ready-latency", "ReadyWithin 5s breached", []sidecar.BatchResult{b("ready-latency"), b("bystander")})
 	}},
+	{"sidecar.migration.node-replaced", "the batch did not account for the native Pod the drain moved off its worker", func(t *testing.T) promise.Verdict {
+		evicted := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "moving-n1", UID: "n1"}, Spec: corev1.PodSpec{NodeName: "w1", InitContainers: []corev1.Container{{Name: "log-agent"}}}}
+		after := evicted
+		after.Name, after.UID, after.Spec.NodeName = "moving-n2", "n2", "w2"
+		return sidecarchecks.JudgeNodeReplaced(sidecarchecks.MovedBatch{Began: sidecarT0, Drained: sidecarT0.Add(5 * time.Second), Old: "w1", New: "w2",
+			OnOld: []corev1.Pod{evicted}, Stops: []sidecarchecks.PodStop{{Pod: evicted.Name, Line: "lost 0"}}, After: []corev1.Pod{after},
+			Results: []sidecar.BatchResult{{Targets: []sidecar.Target{{Namespace: "ns", Name: "moving"}}, Took: 40 * time.Second}}})
+	}},
 	{"sidecar.worker-replaced", "on the new worker the app started before the proxy", func(t *testing.T) promise.Verdict {
 		return sidecarchecks.JudgeWorkerReplaced("w2", recorded("log-agent start", "app start", "proxy start"))
 	}},

@@ -2,8 +2,6 @@ package sidecar
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/skewer-k8s/skewer/harness/wait"
@@ -85,10 +84,13 @@ type BatchResult struct {
 	Unavailable       Unavailable
 	Restarts          int32
 	ReadinessFailures int32
-	// Replaced are the Pods the batch replaced; LostLines what they lost,
-	// when the stop conditions count it.
-	Replaced  []corev1.Pod
-	LostLines int
+	// Replaced are the Pods the batch replaced. Moved are the others of
+	// its Pods seen running during its rollout and gone once it settled:
+	// taken off a node drained meanwhile, or made by the old ReplicaSet in
+	// their place and replaced in turn. LostLines is what both lost, when
+	// the stop conditions count it.
+	Replaced, Moved []corev1.Pod
+	LostLines       int
 	// Breach says which stop conditions the batch breached, if any.
 	Breach string
 }
@@ -153,13 +155,14 @@ func (m *Migration) runBatch(ctx context.Context, batch []Target) (BatchResult, 
 			return res, fmt.Errorf("failed to migrate %s: %w", t, err)
 		}
 	}
-	res.Unavailable, err = waitRolledOut(ctx, m.Client, batch, start.Add(m.Stop.ReadyWithin))
+	ran := map[types.UID]corev1.Pod{}
+	res.Unavailable, err = waitRolledOut(ctx, m.Client, batch, start.Add(m.Stop.ReadyWithin), ran)
 	res.Took = time.Since(start)
 	if err != nil { // and whatever else it breached meanwhile
 		res.Breach = strings.Join(append([]string{fmt.Sprintf("ReadyWithin %s breached: %v", m.Stop.ReadyWithin, err)}, m.Stop.breaches(res, m.Settle)...), "; ")
 		return res, nil
 	}
-	if err := m.settled(ctx, &res); err != nil {
+	if err := m.settled(ctx, &res, ran); err != nil {
 		return res, err
 	}
 	if b := m.Stop.breaches(res, m.Settle); len(b) > 0 {
@@ -176,9 +179,10 @@ func (m *Migration) runBatch(ctx context.Context, batch []Target) (BatchResult, 
 }
 
 // settled measures res's batch once rolled out, after m.Settle: its new
-// Pods' restarts and readiness failures, and the lines the Pods it
-// replaced lost once they are gone.
-func (m *Migration) settled(ctx context.Context, res *BatchResult) error {
+// Pods' restarts and readiness failures, which of the Pods that ran
+// during its rollout (ran) moved, and the lines the Pods it replaced and
+// those that moved lost once they are gone.
+func (m *Migration) settled(ctx context.Context, res *BatchResult, ran map[types.UID]corev1.Pod) error {
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
@@ -188,6 +192,7 @@ func (m *Migration) settled(ctx context.Context, res *BatchResult) error {
 	if err != nil {
 		return err
 	}
+	res.Moved = moved(ran, res.Replaced, fresh)
 	res.Restarts = Restarts(fresh)
 	if res.ReadinessFailures, err = ReadinessFailures(ctx, m.Client, fresh); err != nil {
 		return err
@@ -195,13 +200,28 @@ func (m *Migration) settled(ctx context.Context, res *BatchResult) error {
 	if m.Stop.LostLines == nil {
 		return nil
 	}
-	if err := waitGone(ctx, m.Client, res.Replaced); err != nil {
+	gone := append(slices.Clone(res.Replaced), res.Moved...)
+	if err := waitGone(ctx, m.Client, gone); err != nil {
 		return err
 	}
-	if res.LostLines, err = m.Stop.LostLines(ctx, res.Replaced); err != nil {
-		return fmt.Errorf("failed to count the lines the replaced Pods lost: %w", err)
+	if res.LostLines, err = m.Stop.LostLines(ctx, gone); err != nil {
+		return fmt.Errorf("failed to count the lines the replaced and moved Pods lost: %w", err)
 	}
 	return nil
+}
+
+// moved are the Pods of ran neither replaced by the batch nor among its
+// Pods now (fresh), in the order they were first seen.
+func moved(ran map[types.UID]corev1.Pod, replaced, fresh []corev1.Pod) []corev1.Pod {
+	var out []corev1.Pod
+	for uid, p := range ran {
+		known := func(q corev1.Pod) bool { return q.UID == uid }
+		if !slices.ContainsFunc(replaced, known) && !slices.ContainsFunc(fresh, known) {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b corev1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	return out
 }
 
 // draft is t's Deployment migrated, not yet stored: its template recorded
@@ -252,76 +272,11 @@ func NativeSpec(spec corev1.PodSpec, helpers []string) (corev1.PodSpec, error) {
 	return out, nil
 }
 
-// Rollback restores the legacy template of every migrated Deployment
-// among targets and checks it: same template hash, ports, volumes and
-// service account as before the migration.
-func Rollback(ctx context.Context, cs kubernetes.Interface, targets []Target) error {
-	for _, t := range targets {
-		d, err := cs.AppsV1().Deployments(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("failed to read %s: %w", t, err)
-		}
-		raw, ok := d.Annotations[LegacyAnnotation]
-		if !ok {
-			continue // never migrated
-		}
-		var legacy corev1.PodTemplateSpec
-		if err := json.Unmarshal([]byte(raw), &legacy); err != nil {
-			return fmt.Errorf("%s: the recorded legacy template: %w", t, err)
-		}
-		d.Spec.Template = legacy
-		delete(d.Annotations, LegacyAnnotation)
-		if _, err := cs.AppsV1().Deployments(t.Namespace).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("failed to restore %s: %w", t, err)
-		}
-		got, err := cs.AppsV1().Deployments(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if err := SameTemplate(legacy, got.Spec.Template); err != nil {
-			return fmt.Errorf("%s after rollback: %w", t, err)
-		}
-	}
-	return nil
-}
-
-// SameTemplate compares what a rollback must restore.
-func SameTemplate(want, got corev1.PodTemplateSpec) error {
-	switch {
-	case TemplateHash(want) != TemplateHash(got):
-		return fmt.Errorf("template hash %s, want %s", TemplateHash(got), TemplateHash(want))
-	case got.Spec.ServiceAccountName != want.Spec.ServiceAccountName:
-		return fmt.Errorf("service account %q, want %q", got.Spec.ServiceAccountName, want.Spec.ServiceAccountName)
-	case !slices.EqualFunc(got.Spec.Volumes, want.Spec.Volumes, func(a, b corev1.Volume) bool { return a.Name == b.Name }):
-		return fmt.Errorf("volumes differ")
-	case fmt.Sprint(ports(got.Spec)) != fmt.Sprint(ports(want.Spec)):
-		return fmt.Errorf("ports %v, want %v", ports(got.Spec), ports(want.Spec))
-	}
-	return nil
-}
-
-// TemplateHash digests a Pod template's spec.
-func TemplateHash(t corev1.PodTemplateSpec) string {
-	b, _ := json.Marshal(t.Spec)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8])
-}
-
-func ports(spec corev1.PodSpec) []string {
-	var out []string
-	for _, c := range append(append([]corev1.Container{}, spec.InitContainers...), spec.Containers...) {
-		for _, p := range c.Ports {
-			out = append(out, fmt.Sprintf("%s/%s:%d", c.Name, p.Name, p.ContainerPort))
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 // waitRolledOut waits until every Deployment of batch has rolled out
 // its current template, or deadline passes, looking every half second;
-// it returns the worst look at their unavailable replicas meanwhile.
-func waitRolledOut(ctx context.Context, cs kubernetes.Interface, batch []Target, deadline time.Time) (Unavailable, error) {
+// it returns the worst look at their unavailable replicas meanwhile, and
+// keeps in ran each Pod of theirs seen running, as last seen so.
+func waitRolledOut(ctx context.Context, cs kubernetes.Interface, batch []Target, deadline time.Time, ran map[types.UID]corev1.Pod) (Unavailable, error) {
 	var worst Unavailable
 	what := fmt.Sprint(batch, " rolled out")
 	budget := untilDeadline(deadline)
@@ -339,6 +294,15 @@ func waitRolledOut(ctx context.Context, cs kubernetes.Interface, batch []Target,
 			states = append(states, t.String()+": "+state)
 			if u := unavailable(d); u > worst.Replicas {
 				worst = Unavailable{Target: t, Replicas: u, Of: replicas(d), At: time.Now()}
+			}
+			pods, err := podsOf(ctx, cs, d)
+			if err != nil {
+				return false, "", err
+			}
+			for _, p := range pods {
+				if p.Status.Phase == corev1.PodRunning {
+					ran[p.UID] = p
+				}
 			}
 		}
 		return all, strings.Join(states, ", "), nil

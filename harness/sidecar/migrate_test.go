@@ -9,8 +9,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 func TestToNativeAndBack(t *testing.T) {
@@ -110,12 +111,20 @@ func TestRunValidatesFirst(t *testing.T) {
 }
 
 // A batch's rollout that does not finish by its deadline is a breach that
-// says what it last saw, and the worst look at its unavailable replicas.
+// says what it last saw, and the worst look at its unavailable replicas;
+// every look keeps the batch's Pods seen running.
 func TestWaitRolledOutSaysWhatItSaw(t *testing.T) {
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Generation: 2}, Spec: appsv1.DeploymentSpec{Replicas: ptr(int32(2))},
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "web", Generation: 2},
+		Spec:   appsv1.DeploymentSpec{Replicas: ptr(int32(2)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
 		Status: appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 1, AvailableReplicas: 1}}
+	pod := func(name string, phase corev1.PodPhase, labels map[string]string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: name, UID: types.UID(name), Labels: labels}, Status: corev1.PodStatus{Phase: phase}}
+	}
+	web := map[string]string{"app": "web"}
+	cs := fake.NewClientset(d, pod("running", corev1.PodRunning, web), pod("pending", corev1.PodPending, web), pod("other", corev1.PodRunning, map[string]string{"app": "db"}))
 	batch := []Target{{"a", "web"}}
-	worst, err := waitRolledOut(context.Background(), deploymentClient{d: d}, batch, time.Now().Add(50*time.Millisecond))
+	ran := map[types.UID]corev1.Pod{}
+	worst, err := waitRolledOut(context.Background(), cs, batch, time.Now().Add(50*time.Millisecond), ran)
 	want := "waiting for [a/web] rolled out: last seen: a/web: 1 updated, 1 available, 3 total of 2"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("waitRolledOut = %v, want it to say %q", err, want)
@@ -123,10 +132,49 @@ func TestWaitRolledOutSaysWhatItSaw(t *testing.T) {
 	if worst.Replicas != 1 || worst.Of != 2 || worst.Target != batch[0] {
 		t.Errorf("worst look = %+v, want 1 of 2 of a/web", worst)
 	}
+	if len(ran) != 1 || ran["running"].Name != "running" {
+		t.Errorf("Pods seen running: %v, want the batch's running one only", ran)
+	}
 	d.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 2}
-	worst, err = waitRolledOut(context.Background(), deploymentClient{d: d}, batch, time.Now().Add(-time.Second))
+	if _, err := cs.AppsV1().Deployments("a").Update(context.Background(), d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	worst, err = waitRolledOut(context.Background(), cs, batch, time.Now().Add(-time.Second), ran)
 	if err != nil || worst.Replicas != 0 {
 		t.Errorf("waitRolledOut of a rolled-out Deployment past the deadline = %+v, %v, want one look, none unavailable and nil", worst, err)
+	}
+}
+
+// A batch that lost Pods during its rollout besides those it replaced (a
+// node drained under it) says which moved, and counts their lost lines
+// with the replaced ones' once both are gone.
+func TestSettledAccountsForMovedPods(t *testing.T) {
+	web := map[string]string{"app": "web"}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "web"}, Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: web}}}
+	pod := func(name string, created int) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: name, UID: types.UID(name), Labels: web, CreationTimestamp: metav1.Unix(int64(created), 0)},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	}
+	legacy, evicted, refilled, now := pod("legacy", 1), pod("native-evicted", 3), pod("legacy-refilled", 2), pod("native-now", 4)
+	cs := fake.NewClientset(d, &now)
+	var counted []string
+	m := &Migration{Client: cs, Helpers: []string{"proxy"}, Stop: StopConditions{ReadyWithin: time.Minute, LostLines: func(_ context.Context, pods []corev1.Pod) (int, error) {
+		for _, p := range pods {
+			counted = append(counted, p.Name)
+		}
+		return 3, nil
+	}}}
+	res := BatchResult{Targets: []Target{{"a", "web"}}, Replaced: []corev1.Pod{legacy}}
+	ran := map[types.UID]corev1.Pod{legacy.UID: legacy, evicted.UID: evicted, refilled.UID: refilled, now.UID: now}
+	if err := m.settled(context.Background(), &res, ran); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range res.Moved {
+		names = append(names, p.Name)
+	}
+	if strings.Join(names, " ") != "legacy-refilled native-evicted" || strings.Join(counted, " ") != "legacy legacy-refilled native-evicted" || res.LostLines != 3 {
+		t.Errorf("moved %v, lines counted of %v (%d lost); want the refilled and the evicted Pods moved, counted with the replaced one", names, counted, res.LostLines)
 	}
 }
 
@@ -185,32 +233,6 @@ func checkError(t *testing.T, err error, want string, format string, args ...any
 
 // panicClient is a Client any call to which panics.
 type panicClient struct{ kubernetes.Interface }
-
-// deploymentClient answers every Deployment Get with d.
-type deploymentClient struct {
-	kubernetes.Interface
-	d *appsv1.Deployment
-}
-
-func (c deploymentClient) AppsV1() appsv1client.AppsV1Interface { return deploymentApps{d: c.d} }
-
-type deploymentApps struct {
-	appsv1client.AppsV1Interface
-	d *appsv1.Deployment
-}
-
-func (a deploymentApps) Deployments(string) appsv1client.DeploymentInterface {
-	return deployments{d: a.d}
-}
-
-type deployments struct {
-	appsv1client.DeploymentInterface
-	d *appsv1.Deployment
-}
-
-func (d deployments) Get(context.Context, string, metav1.GetOptions) (*appsv1.Deployment, error) {
-	return d.d.DeepCopy(), nil
-}
 
 // Admitted names what differs from a migrated Pod's shape: the container
 // and the field.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -104,17 +105,22 @@ func PodsOf(ctx context.Context, cs kubernetes.Interface, batch []Target) ([]cor
 		if err != nil {
 			return nil, fmt.Errorf("failed to read %s: %w", t, err)
 		}
-		pods, err := cs.CoreV1().Pods(t.Namespace).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(d.Spec.Selector)})
+		pods, err := podsOf(ctx, cs, d)
 		if err != nil {
-			return nil, fmt.Errorf("failed to list the Pods of %s: %w", t, err)
+			return nil, err
 		}
-		for _, p := range pods.Items {
-			if p.DeletionTimestamp == nil {
-				out = append(out, p)
-			}
-		}
+		out = append(out, pods...)
 	}
 	return out, nil
+}
+
+// podsOf lists the Pods of d, skipping those on their way out.
+func podsOf(ctx context.Context, cs kubernetes.Interface, d *appsv1.Deployment) ([]corev1.Pod, error) {
+	pods, err := cs.CoreV1().Pods(d.Namespace).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(d.Spec.Selector)})
+	if err != nil {
+		return nil, fmt.Errorf("failed to list the Pods of %s/%s: %w", d.Namespace, d.Name, err)
+	}
+	return slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil }), nil
 }
 
 // newPods are the batch's Pods now that were not among replaced.

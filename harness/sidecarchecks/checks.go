@@ -52,7 +52,7 @@ var Checks = []Check{
 
 // Alone is the check that runs after the others, by itself: it changes
 // the cluster's nodes (a worker replaced).
-var Alone = Check{IDs: ids("sidecar.worker-replaced"), Run: one((*Sidecars).CheckWorkerReplaced)}
+var Alone = Check{IDs: ids("sidecar.worker-replaced", "sidecar.migration.node-replaced"), Run: (*Sidecars).CheckWorkerReplaced}
 
 // Promises are what the sidecar checks judge, Alone's last.
 var Promises = func() []promise.ID {

@@ -15,6 +15,7 @@ import (
 	"github.com/skewer-k8s/skewer/harness/cluster"
 	"github.com/skewer-k8s/skewer/harness/promise"
 	"github.com/skewer-k8s/skewer/harness/rollout"
+	"github.com/skewer-k8s/skewer/harness/sidecar"
 	"github.com/skewer-k8s/skewer/harness/version"
 )
 
@@ -30,21 +31,30 @@ const poolLabel = "skewer.io/sidecar-pool"
 // first, then the sidecars in reverse order, every line shipped within
 // its grace period) and removed, and the Pod comes back on the new worker
 // with its sidecars started before the app. The cluster keeps the new
-// worker: this check runs last.
-func (s *Sidecars) CheckWorkerReplaced(ctx context.Context) promise.Verdict {
-	const id = "sidecar.worker-replaced"
-	ev, err := s.replaceWorker(ctx)
-	return verdict(id, ev, err)
+// worker: this check runs last. Beside it, sidecar.migration.node-replaced:
+// a legacy Deployment on the same worker is migrated while the drain
+// takes it (judgeNodeReplaced).
+func (s *Sidecars) CheckWorkerReplaced(ctx context.Context) []promise.Verdict {
+	const id, batch = "sidecar.worker-replaced", "sidecar.migration.node-replaced"
+	ev, b, err := s.replaceWorker(ctx)
+	out := []promise.Verdict{verdict(id, ev, err)}
+	if b == nil {
+		return append(out, failed(batch, "the worker's replacement, before the batch began: %v", err))
+	}
+	return append(out, JudgeNodeReplaced(b.MovedBatch))
 }
 
-func (s *Sidecars) replaceWorker(ctx context.Context) ([]string, error) {
+// replaceWorker replaces the old worker under the fleet's Pod and the
+// moving Deployment's batch, and says what it saw of the fleet; what it
+// saw of the batch is in the batchRun (nil when it never began).
+func (s *Sidecars) replaceWorker(ctx context.Context) ([]string, *batchRun, error) {
 	if len(s.Kubelets) < 2 || s.Kubelets[0].Role != cluster.RoleWorker {
-		return nil, fmt.Errorf("no worker at an older kubelet than the newest among %v: nothing to replace", s.Kubelets)
+		return nil, nil, fmt.Errorf("no worker at an older kubelet than the newest among %v: nothing to replace", s.Kubelets)
 	}
 	old, newer := s.Kubelets[0], s.Kubelets[len(s.Kubelets)-1].Version
 	to, err := version.Parse(newer)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	f := s.fleet
 	if f == nil {
@@ -53,44 +63,82 @@ func (s *Sidecars) replaceWorker(ctx context.Context) ([]string, error) {
 	select {
 	case <-f.done:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 	if f.cleanUp != nil {
 		defer f.cleanUp()
 	}
 	if f.err != nil {
-		return nil, f.err
+		return nil, nil, f.err
 	}
-	ns, b, tc := f.ns, f.b, fleetCase
-	ev := []string{fmt.Sprintf("Deployment %s/%s's Pod %s ready on %s, its log agent shipping", ns, b.name, f.first.Name, old)}
-	node, line, err := s.takeJoined(ctx, to, ns)
+	ev := []string{fmt.Sprintf("Deployment %s/%s's Pod %s ready on %s, its log agent shipping; Deployment %s/%s's two legacy Pods there",
+		f.ns, f.b.name, f.first.Name, old, f.ns, movingName)}
+	b := s.startBatch(ctx, f.ns)
+	defer b.stop()
+	b.Failed = s.inFlight(ctx, b, old.Node)
+	node, line, err := s.takeJoined(ctx, to, f.ns)
 	if err != nil {
-		return ev, err
+		return ev, b, err
+	}
+	b.Old, b.New = old.Name, node.Name
+	ev = append(ev, line)
+	line, err = s.drainUnder(ctx, f, b, old)
+	if err != nil {
+		return ev, b, err
 	}
 	ev = append(ev, line)
-
-	start := time.Now()
-	if err := rollout.DrainWorker(ctx, s.c, old.Node); err != nil {
-		return ev, err
-	}
-	line, lost, err := stopped(ctx, old.Node, ns, b.name, tc, start, time.Since(start), time.Time{})
-	if err == nil && lost != 0 {
-		err = fmt.Errorf("%d lines lost with time to flush them: %s", lost, line)
-	}
-	if err != nil {
-		return ev, fmt.Errorf("the Pod evicted from %s: %w", old.Name, err)
-	}
-	ev = append(ev, fmt.Sprintf("%s drained: %s", old.Name, line))
 	if err := rollout.RemoveWorker(ctx, s.c, old.Node); err != nil {
-		return ev, err
+		return ev, b, err
 	}
 	s.Kubelets[0] = Kubelet{Node: node, Version: newer} // the old one is gone
 
-	back, err := s.cameBack(ctx, ns, b.name, node)
+	back, err := s.cameBack(ctx, f.ns, f.b.name, node)
 	if err != nil {
-		return ev, err
+		return ev, b, err
 	}
-	return append(ev, fmt.Sprintf("%s removed; %s", old.Name, back)), nil
+	return append(ev, fmt.Sprintf("%s removed; %s", old.Name, back)), b, nil
+}
+
+// drainUnder drains the old worker under the fleet's Pod and the batch
+// in flight, and judges how the fleet's Pod stopped (every line shipped);
+// how the batch's native Pods there stopped, the migration's outcome and
+// its Pods after it go to b.
+func (s *Sidecars) drainUnder(ctx context.Context, f *aFleet, b *batchRun, old Kubelet) (string, error) {
+	pods, dirs := []corev1.Pod{*f.first}, []string{f.b.name}
+	if b.Failed == nil {
+		onOld, err := s.batchPodsOn(ctx, b.target, old.Name)
+		if err != nil {
+			return "", err
+		}
+		b.OnOld = onOld
+		for _, p := range onOld {
+			pods, dirs = append(pods, p), append(dirs, movingName+"/"+p.Name)
+		}
+	}
+	b.Drained = time.Now()
+	stops := s.watchGone(ctx, old.Node, pods, dirs, b.Drained)
+	if err := rollout.DrainWorker(ctx, s.c, old.Node); err != nil {
+		return "", err
+	}
+	seen := stops()
+	b.Stops = seen[1:]
+	select {
+	case <-b.done:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	var err error
+	if b.After, err = sidecar.PodsOf(ctx, s.cs, []sidecar.Target{b.target}); err != nil {
+		return "", err
+	}
+	fleet := seen[0]
+	if fleet.Err == nil && fleet.Lost != 0 {
+		fleet.Err = fmt.Errorf("%d lines lost with time to flush them: %s", fleet.Lost, fleet.Line)
+	}
+	if fleet.Err != nil {
+		return "", fmt.Errorf("the Pod evicted from %s: %w", old.Name, fleet.Err)
+	}
+	return fmt.Sprintf("%s drained: %s", old.Name, fleet.Line), nil
 }
 
 // cameBack waits for the Deployment app's Pod ready on node, its
@@ -167,7 +215,10 @@ func (s *Sidecars) runFleet(ctx context.Context, b podBuilder, old Kubelet) (*co
 	if err != nil {
 		return nil, err
 	}
-	return first, waitShipping(ctx, old.Node, b.ns, b.name)
+	if err := waitShipping(ctx, old.Node, b.ns, b.name); err != nil {
+		return nil, err
+	}
+	return first, s.runMoving(ctx, b.ns)
 }
 
 // takeJoined is the new worker at version to, joined ahead by StartWorker

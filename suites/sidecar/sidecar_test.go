@@ -106,12 +106,13 @@ func TestMigration(t *testing.T) {
 }
 
 // TestWorkerReplaced replaces the older worker, under a Deployment's Pod
-// with native sidecars, by a worker of the newer kubelet, as a node pool
-// upgrade does: last, since it changes the cluster's nodes.
+// with native sidecars and a migration batch in flight, by a worker of the
+// newer kubelet, as a node pool upgrade does: last, since it changes the
+// cluster's nodes.
 func TestWorkerReplaced(t *testing.T) {
 	f := features.New("a worker replaced under sidecar Pods").WithLabel("area", "sidecar").
-		Assess("the evicted Pod stops in reverse order and loses no line; it starts again in order on the newer worker",
-			judged(one((*sidecarchecks.Sidecars).CheckWorkerReplaced))).
+		Assess("the evicted Pods stop in reverse order and lose no line; the batch accounts for them and starts again in order on the newer worker",
+			judged((*sidecarchecks.Sidecars).CheckWorkerReplaced)).
 		Feature()
 	s.Env.Test(t, f)
 }
