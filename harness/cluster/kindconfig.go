@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -91,6 +92,37 @@ server = "http://127.0.0.1:1"
 // registryHostsPatch points containerd's CRI at registryHostsDir.
 const registryHostsPatch = "[plugins.\"io.containerd.grpc.v1.cri\".registry]\n  config_path = \"" + registryHostsDir + "\"\n"
 
+// On a cgroup v1 host the nodes' runtime and kubelet use the cgroupfs
+// driver, not kind's systemd. runc's systemd driver on cgroup v1 freezes a
+// container's cgroup while systemd applies its settings
+// (opencontainers/cgroups systemd/v1.go: LegacyManager.Set, freezeBeforeSet),
+// and on this loaded host that freeze sometimes fails: the container's
+// start fails ("error setting cgroup config for procHooks process: unable
+// to freeze") and the kubelet starts it again - a restart no step meant,
+// the environment's and not the cluster's under test. The cgroupfs driver
+// sets a cgroup by writing its files, with no freeze. kind's entrypoint
+// makes both cgroup roots (/kubelet and /kubelet.slice); kind itself used
+// cgroupfs before Kubernetes 1.24. The kubelet asks containerd which
+// driver it uses (KubeletCgroupDriverFromCRI) and is told cgroupDriver too.
+const cgroupfsPatch = `[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+  SystemdCgroup = false
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.test-handler.options]
+  SystemdCgroup = false
+`
+
+// useCgroupfs gives a node that kind did not make (a surge's joiner) the
+// runtime configuration cgroupfsPatch gives the ones it did, before its
+// kubelet starts: kind's node image runs containerd with SystemdCgroup.
+func useCgroupfs(ctx context.Context, n Node) error {
+	if _, err := n.Run(ctx, "sed", "-i", "s/SystemdCgroup = true/SystemdCgroup = false/", "/etc/containerd/config.toml"); err != nil {
+		return fmt.Errorf("failed to set containerd's cgroup driver in %s: %w", n.Name, err)
+	}
+	if _, err := n.Run(ctx, "systemctl", "restart", "containerd"); err != nil {
+		return fmt.Errorf("failed to restart containerd in %s: %w", n.Name, err)
+	}
+	return nil
+}
+
 // nodeMounts are the host paths every node mounts.
 func (l layout) nodeMounts() []v1alpha4.Mount {
 	return []v1alpha4.Mount{{HostPath: l.registryHosts(), ContainerPath: registryHostsDir, Readonly: true}}
@@ -161,11 +193,12 @@ func kindConfig(s *Spec, h Host, l layout, images NodeImages) (*v1alpha4.Cluster
 		args[k] = v
 	}
 	cfg.KubeadmConfigPatchesJSON6902 = apiServerPatches(args)
+	cfg.ContainerdConfigPatches = append(cfg.ContainerdConfigPatches, registryHostsPatch)
 	if h.CgroupV1 {
 		cfg.KubeadmConfigPatches = append(cfg.KubeadmConfigPatches,
-			"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfailCgroupV1: false\n")
+			"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfailCgroupV1: false\ncgroupDriver: cgroupfs\n")
+		cfg.ContainerdConfigPatches = append(cfg.ContainerdConfigPatches, cgroupfsPatch)
 	}
-	cfg.ContainerdConfigPatches = append(cfg.ContainerdConfigPatches, registryHostsPatch)
 	if h.RestrictOOMScoreAdj {
 		cfg.ContainerdConfigPatches = append(cfg.ContainerdConfigPatches,
 			"[plugins.\"io.containerd.grpc.v1.cri\"]\n  restrict_oom_score_adj = true\n")

@@ -99,8 +99,11 @@ func TestKindConfigTurnsTheProxyAndAuditOnForEveryAPIServer(t *testing.T) {
 			}
 		}
 	}
-	if !strings.Contains(strings.Join(cfg.KubeadmConfigPatches, ""), "failCgroupV1: false") {
-		t.Error("a cgroup v1 host needs failCgroupV1: false")
+	if !strings.Contains(strings.Join(cfg.KubeadmConfigPatches, ""), "failCgroupV1: false\ncgroupDriver: cgroupfs") {
+		t.Error("a cgroup v1 host needs failCgroupV1: false, and the cgroupfs driver")
+	}
+	if !strings.Contains(strings.Join(cfg.ContainerdConfigPatches, ""), "SystemdCgroup = false") {
+		t.Error("a cgroup v1 host's runtime uses the cgroupfs driver")
 	}
 	if !strings.Contains(strings.Join(cfg.ContainerdConfigPatches, ""), "restrict_oom_score_adj = true") {
 		t.Error("a host refusing negative OOM scores needs restrict_oom_score_adj")
@@ -121,6 +124,9 @@ func TestKindConfigWithoutProxyLeavesPeerFlagsOut(t *testing.T) {
 	cfg, err := kindConfig(s, Host{}, layout{"/state"}, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if strings.Contains(strings.Join(cfg.ContainerdConfigPatches, ""), "SystemdCgroup") || strings.Contains(strings.Join(cfg.KubeadmConfigPatches, ""), "cgroupDriver") {
+		t.Error("a cgroup v2 host keeps kind's systemd driver")
 	}
 	if strings.Contains(cfg.KubeadmConfigPatchesJSON6902[0].Patch, "peer-ca-file") || cfg.FeatureGates["UnknownVersionInteroperabilityProxy"] {
 		t.Error("proxy off must set neither --peer-ca-file nor the gate")
