@@ -107,7 +107,7 @@ func TestCertifyPlans(t *testing.T) {
 	out := stdout.String()
 	for _, want := range []string{
 		"certify v1.35.4 -> v1.36.3",
-		"in-place run on cluster skewer-certify-in-place: create, load the newer images, traffic, roll every control plane in place, the sidecar Jobs; judges 13 promise(s)",
+		"in-place run on cluster skewer-certify-in-place: create, load the newer images, traffic, roll every control plane in place, the sidecar Jobs; judges 14 promise(s)",
 		"not-selected, left out by --skip:\n  rollout.versions",
 		"not-applicable, the in-place strategy holds no mixed window, fault or sidecar phase for it: the surge run judges it:\n",
 	} {

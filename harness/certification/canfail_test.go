@@ -406,6 +406,27 @@ var canFail = []struct {
 		}
 		return sidecarchecks.JudgeLeastPrivilege(kubelets, map[string]*corev1.Pod{"w1": pod, "cp1": pod}, on(root), on(app))
 	}},
+	{"rollout.kubelet-access", "a 1.36 apiserver answered a Pod's log with 403", func(t *testing.T) promise.Verdict {
+		return JudgeKubeletAccess("roll every control plane", []KubeletRead{
+			{APIServer: "cp1", Node: "w1", Pod: "kube-proxy-a"},
+			{APIServer: "cp4", Node: "w1", Pod: "kube-proxy-a", Err: errors.New("Forbidden (user=kube-apiserver-kubelet-client, verb=get, resource=nodes, subresource(s)=[proxy])")}})
+	}},
+	{"sidecar.network-policy", "a client the policy does not admit reached the native Pod's app port", func(t *testing.T) promise.Verdict {
+		targets := []sidecarchecks.Policed{{Template: "native", Port: "proxy", URL: "http://10.244.1.8:8080/"}, {Template: "native", Port: "app", URL: "http://10.244.1.8:8081/"}}
+		var open, admitted, stranger []fixtures.Event
+		for i := range 5 {
+			at := sidecarT0.Add(time.Duration(i) * 100 * time.Millisecond)
+			try := func(ok bool, url string) fixtures.Event {
+				what := map[bool]string{true: "ok", false: "fail"}[ok]
+				return fixtures.Event{At: at, Who: "client", What: fmt.Sprintf("%s %s began=%d", what, url, at.UnixNano())}
+			}
+			open = append(open, try(true, targets[0].URL), try(true, targets[1].URL))
+			admitted = append(admitted, try(true, targets[0].URL), try(false, targets[1].URL))
+			stranger = append(stranger, try(false, targets[0].URL), try(true, targets[1].URL))
+		}
+		seen := sidecarchecks.PolicySeen{Targets: targets, Open: open, Admitted: admitted, Stranger: stranger}
+		return sidecarchecks.JudgeNetworkPolicy(kubelets, map[string]sidecarchecks.PolicySeen{"w1": seen, "cp1": seen})
+	}},
 	{"sidecar.stripped.preflight", "a migration under the stripping webhook went through its batch", func(t *testing.T) promise.Verdict {
 		tg := sidecar.Target{Namespace: "ns", Name: "web"}
 		return sidecarchecks.JudgeStrippedPreflight(tg, []sidecar.BatchResult{{Targets: []sidecar.Target{tg}, Took: 20 * time.Second}})

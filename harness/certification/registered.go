@@ -39,6 +39,8 @@ var checks = append([]Check{
 	// After every rollout; selected, it asks for the rollout through.
 	{IDs: []promise.ID{"rollout.membership"}, In: []Part{partThrough, partWindow, partRollback, partWindowTwo},
 		Judge: one(func(ctx context.Context, e *Env) promise.Verdict { return CheckMembership(ctx, e.C, e.After) })},
+	{IDs: []promise.ID{kubeletAccessID}, In: []Part{partThrough, partWindow, partRollback, partWindowTwo},
+		Judge: one(func(ctx context.Context, e *Env) promise.Verdict { return CheckKubeletAccess(ctx, e.C, e.After) })},
 	{IDs: []promise.ID{"proxy.discovery.converges"}, In: []Part{partWindow, partWindowTwo}, Judge: judgeDiscovery},
 	{IDs: ProxyPromises, In: []Part{partProxy}, Judge: inWindow(CheckProxy)},
 	{IDs: AnswerPromises, In: []Part{partProxy},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -24,7 +25,24 @@ type standIn struct {
 	ref     string // image reference kind or the node expects
 	extra   string // Dockerfile lines after COPY
 	withTag bool   // tag ref with the source key (kind does not name this image)
+	// beside is an upstream program the image carries too, built from the
+	// module proxy.
+	beside *upstreamProgram
 }
+
+// upstreamProgram is a main package of a module version the Go module
+// proxy serves, and the name of its executable in an image.
+type upstreamProgram struct {
+	module, version, pkg, name string
+}
+
+// netpol is the NetworkPolicy engine the CNI stand-in runs beside its
+// kindnetd, as kind's own kindnetd embeds it since v0.24: upstream's
+// kube-network-policies (nftables and an nfqueue to a userspace verdict;
+// the kernel here has both), so a Pod's NetworkPolicy is enforced in
+// every cluster skewer makes.
+var netpol = upstreamProgram{module: "sigs.k8s.io/kube-network-policies", version: "v0.8.0",
+	pkg: "sigs.k8s.io/kube-network-policies/cmd", name: "netpol"}
 
 // sourceKey digests the Go files of a package tree and the module's go.sum.
 func sourceKey(root, dir string) (string, error) {
@@ -60,7 +78,7 @@ func (p *plan) standIns(ctx context.Context) (bool, error) {
 	lb := standIn{dir: "standins/lb", binary: "envoy", ref: loadBalancerImage,
 		extra: "RUN mkdir -p /home/envoy\n"}
 	cni := standIn{dir: "standins/cni", binary: "kindnetd", ref: cniImageRepo, withTag: true,
-		extra: iptablesWrapperDockerfile}
+		extra: iptablesWrapperDockerfile, beside: &netpol}
 	cached := true
 	var builds []componentBuild
 	for _, s := range []standIn{lb, cni} {
@@ -69,6 +87,9 @@ func (p *plan) standIns(ctx context.Context) (bool, error) {
 			return false, err
 		}
 		key := cacheKey("standin", s.dir, src, p.slimKey)
+		if s.beside != nil {
+			key = cacheKey(key, s.beside.module, s.beside.version)
+		}
 		ref := s.ref
 		if s.withTag {
 			ref = fmt.Sprintf("%s:skewer-%s", s.ref, key[:12])
@@ -84,10 +105,20 @@ func (p *plan) standIns(ctx context.Context) (bool, error) {
 			}); err != nil {
 				return err
 			}
+			dockerfile := fmt.Sprintf("FROM %s\nCOPY %s /usr/local/bin/%[2]s\n%s", p.slimRef(), s.binary, s.extra)
+			files := map[string]string{s.binary: filepath.Join(bin, s.binary)}
+			if b := s.beside; b != nil {
+				dir, err := p.upstreamBinary(ctx, *b)
+				if err != nil {
+					return err
+				}
+				dockerfile += fmt.Sprintf("COPY %s /usr/local/bin/%[1]s\n", b.name)
+				files[b.name] = filepath.Join(dir, path.Base(b.pkg))
+			}
 			return dockerBuild(ctx, ref, map[string][]byte{
-				"Dockerfile":       []byte(fmt.Sprintf("FROM %s\nCOPY %s /usr/local/bin/%[2]s\n%s", p.slimRef(), s.binary, s.extra)),
+				"Dockerfile":       []byte(dockerfile),
 				"iptables-wrapper": []byte(iptablesWrapper),
-			}, map[string]string{s.binary: filepath.Join(bin, s.binary)}, key)
+			}, files, key)
 		}
 		if s.ref == loadBalancerImage {
 			// kind starts the load balancer from the host's images; it is
@@ -112,4 +143,19 @@ func (p *plan) standIns(ctx context.Context) (bool, error) {
 	}
 	saved, err := p.saveImages(ctx, builds)
 	return cached && saved, err
+}
+
+// upstreamBinary builds u from its module into the cache, once per
+// version, and returns the directory its executable is in (named by the
+// package's last element, as go build names it).
+func (p *plan) upstreamBinary(ctx context.Context, u upstreamProgram) (string, error) {
+	dir := p.b.cacheDir("bin", u.name+"-"+u.version)
+	_, err := p.cachedDir(dir, func(out string) error {
+		return p.goBuild(ctx, goBuild{Name: u.name + "@" + u.version, Require: map[string]string{u.module: u.version},
+			Packages: []string{u.pkg}, Out: out})
+	})
+	if err != nil {
+		return "", fmt.Errorf("failed to build %s@%s for the CNI stand-in's image: %w", u.module, u.version, err)
+	}
+	return dir, nil
 }

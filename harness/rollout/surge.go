@@ -85,7 +85,7 @@ func Surge(ctx context.Context, c *cluster.Cluster, in SurgeInput) ([]Action, er
 		old, complete = old[:in.PauseAfter], false
 	}
 	for _, name := range old {
-		actions = append(actions, replace(name, in.To, in.ImageTars)...)
+		actions = append(actions, replace(name, in.To, in.ImageTars, !in.AllowDowngrade)...)
 	}
 	if complete && !in.AllowDowngrade {
 		actions = append(actions, upgradeAddons(in.To, in.ImageTars))
@@ -130,8 +130,10 @@ func toMove(ctx context.Context, c *cluster.Cluster, to version.Version, allowDo
 }
 
 // replace is the surge of one control plane; tars are the host's image
-// tars the joiner's addon images come from (SurgeInput.ImageTars).
-func replace(oldName string, target version.Version, tars map[string]string) []Action {
+// tars the joiner's addon images come from (SurgeInput.ImageTars); an
+// upgrade gives the cluster target's RBAC rules once the joiner is a
+// member (kubeletAccess).
+func replace(oldName string, target version.Version, tars map[string]string, upgrade bool) []Action {
 	var added cluster.Node // set by the first action, read by the rest
 	var proxied bool       // the joiner holds the image kube-proxy runs
 	joiner := func() string { return added.Name }
@@ -146,7 +148,10 @@ func replace(oldName string, target version.Version, tars map[string]string) []A
 			if err != nil {
 				return err
 			}
-			return JoinControlPlane(ctx, c, member, added)
+			if err := JoinControlPlane(ctx, c, member, added); err != nil || !upgrade {
+				return err
+			}
+			return kubeletAccess(ctx, added, target)
 		}),
 		// The images after the join, not before: commit 9fddee3 gave them
 		// between the node's start and its join, and the import failed
@@ -172,6 +177,24 @@ func replace(oldName string, target version.Version, tars map[string]string) []A
 		}),
 	}
 	return append(actions, retire(oldName)...)
+}
+
+// kubeletAccess runs the joiner's kubeadm's bootstrap-token phase of
+// upgrade apply, as `kubeadm upgrade apply` runs it after the first
+// control plane is upgraded in place: the RBAC rules target's kubeadm
+// expects. Since 1.36 the certificate kubeadm makes for an apiserver's
+// client of the kubelets carries no group (1.35's carried
+// kubeadm:cluster-admins); the ClusterRoleBinding
+// kubeadm:apiserver-kubelet-client to system:kubelet-api-admin grants its
+// user the kubelets' API instead. A surge never runs upgrade apply: without
+// this phase every 1.36 apiserver it joins answers a Pod's log, exec or
+// port-forward with 403 (rollout.kubelet-access). Before the joiner
+// enters the load balancer, so no client meets it without.
+func kubeletAccess(ctx context.Context, joiner cluster.Node, target version.Version) error {
+	if _, err := joiner.Run(ctx, "kubeadm", "upgrade", "apply", "phase", "bootstrap-token", target.String(), "--kubeconfig", "/etc/kubernetes/admin.conf"); err != nil {
+		return fmt.Errorf("kubeadm's bootstrap-token phase on %s: %w", joiner.Name, err)
+	}
+	return nil
 }
 
 // joinedMember is a control plane other than joining to copy the cluster's

@@ -41,6 +41,7 @@ var Checks = []Check{
 	{ids("sidecar.failure.closed"), true, one((*Sidecars).CheckFailClosed)},
 	{ids("sidecar.failure.open"), true, one((*Sidecars).CheckFailOpen)},
 	{ids("sidecar.least-privilege"), false, one((*Sidecars).CheckLeastPrivilege)},
+	{ids("sidecar.network-policy"), false, one((*Sidecars).CheckNetworkPolicy)},
 	{ids("sidecar.start.order"), false, one((*Sidecars).CheckStartOrder)},
 	{ids("sidecar.crash.restarts-alone"), false, one((*Sidecars).CheckCrashAlone)},
 	{ids("sidecar.oom.restarts-alone"), true, one((*Sidecars).CheckOOMAlone)},

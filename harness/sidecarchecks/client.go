@@ -57,20 +57,35 @@ func withClient(ctx context.Context, node cluster.Node, ns, pod string) ([]fixtu
 // urls, and waits for it to end.
 func (s *Sidecars) runClient(ctx context.Context, ns, node string, urls ...string) error {
 	b := podBuilder{image: s.image, ns: ns, name: "client", node: node}
-	args := []string{"-every", clientEvery.String(), "-for", clientFor.String()}
-	for _, u := range urls {
-		args = append(args, "-url", u)
-	}
-	pod := b.pod(nil, []corev1.Container{b.container("client", "client", args...)})
-	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
-	if _, err := s.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	if err := s.startClient(ctx, b, nil, []string{"-every", clientEvery.String(), "-for", clientFor.String()}, urls); err != nil {
 		return err
 	}
-	p, err := s.waitPod(ctx, "certify/sidecar-pod", ns, b.name, "ended", func(p *corev1.Pod) bool {
+	return s.clientEnded(ctx, ns, b.name)
+}
+
+// startClient starts the client fixture, with flags, asking urls, in Pod
+// b (labelled with labels besides its own).
+func (s *Sidecars) startClient(ctx context.Context, b podBuilder, labels map[string]string, flags, urls []string) error {
+	for _, u := range urls {
+		flags = append(flags, "-url", u)
+	}
+	pod := b.pod(nil, []corev1.Container{b.container("client", "client", flags...)})
+	for k, v := range labels {
+		pod.Labels[k] = v
+	}
+	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+	_, err := s.cs.CoreV1().Pods(b.ns).Create(ctx, pod, metav1.CreateOptions{})
+	return err
+}
+
+// clientEnded waits for client Pod ns/name to end, and says how it ended
+// if not with success.
+func (s *Sidecars) clientEnded(ctx context.Context, ns, name string) error {
+	p, err := s.waitPod(ctx, "certify/sidecar-pod", ns, name, "ended", func(p *corev1.Pod) bool {
 		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 	})
 	if err == nil && p.Status.Phase != corev1.PodSucceeded {
-		err = fmt.Errorf("the client Pod ended %s: %s", p.Status.Phase, containerStates(p))
+		err = fmt.Errorf("the client Pod %s ended %s: %s", name, p.Status.Phase, containerStates(p))
 	}
 	return err
 }

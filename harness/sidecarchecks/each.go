@@ -19,7 +19,7 @@ func (s *Sidecars) onEach(ctx context.Context, id promise.ID, check func(context
 	for _, k := range s.Kubelets {
 		lines, err := check(ctx, k)
 		results = append(results, kubeletResult{lines, err})
-		if err != nil {
+		if err != nil && !errors.Is(err, errInapplicable) {
 			break
 		}
 	}
@@ -60,18 +60,36 @@ func unjudged(format string, args ...any) error {
 	return fmt.Errorf("%s (%w)", fmt.Sprintf(format, args...), errUnjudged)
 }
 
+// errInapplicable marks what the cluster under test does not offer for a
+// check to judge (an enforcing NetworkPolicy engine), found in its own
+// evidence: on every kubelet it makes the verdict not-applicable, on some
+// but not all a failure (the cluster treats its nodes unalike).
+var errInapplicable = errors.New("not applicable")
+
+// inapplicable is an error that says what the cluster does not offer,
+// and the evidence that shows it.
+func inapplicable(format string, args ...any) error {
+	return fmt.Errorf("%s (%w)", fmt.Sprintf(format, args...), errInapplicable)
+}
+
 // judgeEach is the verdict on the kubelets' results, in the kubelets'
 // order (onEach's stop at the first failure): every failure is named. A
 // kubelet whose check could not judge (unjudged) makes it an error,
-// unless another failed.
+// unless another failed; inapplicable on every kubelet is
+// not-applicable, on some a failure.
 func (s *Sidecars) judgeEach(id promise.ID, results []kubeletResult) promise.Verdict {
 	var ev, reasons []string
-	outcome := promise.Error
+	outcome, unjudgedSeen, inapplicableSeen := promise.Error, false, 0
 	for i, r := range results {
 		k := s.Kubelets[i]
 		if r.err != nil {
 			reasons = append(reasons, fmt.Sprintf("%s: %v", k, r.err))
-			if !errors.Is(r.err, errUnjudged) {
+			switch {
+			case errors.Is(r.err, errUnjudged):
+				unjudgedSeen = true
+			case errors.Is(r.err, errInapplicable):
+				inapplicableSeen++
+			default:
 				outcome = promise.Fail
 			}
 			continue
@@ -79,6 +97,13 @@ func (s *Sidecars) judgeEach(id promise.ID, results []kubeletResult) promise.Ver
 		for _, l := range r.lines {
 			ev = append(ev, k.String()+": "+l)
 		}
+	}
+	switch {
+	case outcome != promise.Fail && !unjudgedSeen && inapplicableSeen == len(s.Kubelets):
+		outcome = promise.NotApplicable
+	case outcome != promise.Fail && !unjudgedSeen && inapplicableSeen > 0:
+		outcome = promise.Fail
+		reasons = append(reasons, fmt.Sprintf("it applies on the cluster's other %d kubelet(s): the nodes are treated unalike", len(s.Kubelets)-inapplicableSeen))
 	}
 	if len(reasons) > 0 {
 		return promise.Verdict{ID: id, Outcome: outcome, Evidence: ev, Reason: strings.Join(reasons, "; ")}

@@ -70,6 +70,14 @@ func JudgeFailClosed(kubelets []Kubelet, urls ClosedURLs, events map[string][]fi
 	})
 }
 
+// JudgeNetworkPolicy is sidecar.network-policy on what each kubelet's
+// clients recorded.
+func JudgeNetworkPolicy(kubelets []Kubelet, seen map[string]PolicySeen) promise.Verdict {
+	return perKubelet(kubelets, "sidecar.network-policy", func(k Kubelet) ([]string, error) {
+		return judgeNetworkPolicy(seen[k.Name])
+	})
+}
+
 // JudgeFailOpen is sidecar.failure.open on what each kubelet's logged
 // Pod showed, asked at urls.
 func JudgeFailOpen(kubelets []Kubelet, urls OpenURLs, seen map[string]OpenSeen) promise.Verdict {

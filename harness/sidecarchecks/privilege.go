@@ -45,11 +45,7 @@ var restricted = map[string]string{
 // privilege in the Pod the API server admitted and at runtime, as the
 // node's kernel shows the process the kubelet started.
 //
-// What the helper may reach on the network is not judged: the cluster's
-// network plugin, skewer's kindnetd stand-in, enforces no NetworkPolicy,
-// and the engine kindnetd embeds (sigs.k8s.io/kube-network-policies)
-// needs github.com/florianl/go-nfqueue, which the module proxy here does
-// not serve (issue 34 item 4 keeps it open).
+// Who may reach the helper on the network is sidecar.network-policy's.
 func (s *Sidecars) CheckLeastPrivilege(ctx context.Context) promise.Verdict {
 	return s.onEachAtOnce(ctx, "sidecar.least-privilege", func(ctx context.Context, k Kubelet) ([]string, error) {
 		ns, done, err := s.namespace(ctx, restricted)
