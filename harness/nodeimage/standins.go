@@ -38,9 +38,11 @@ type upstreamProgram struct {
 
 // netpol is the NetworkPolicy engine the CNI stand-in runs beside its
 // kindnetd, as kind's own kindnetd embeds it since v0.24: upstream's
-// kube-network-policies (nftables and an nfqueue to a userspace verdict;
-// the kernel here has both), so a Pod's NetworkPolicy is enforced in
-// every cluster skewer makes.
+// kube-network-policies, which sends a policed Pod's new connections to a
+// userspace verdict with nftables' queue expression. A kernel without
+// nft_queue (this project's CI machines') refuses its rules, and no
+// policy is enforced there: sidecar.network-policy says so
+// (docs/decisions.md).
 var netpol = upstreamProgram{module: "sigs.k8s.io/kube-network-policies", version: "v0.8.0",
 	pkg: "sigs.k8s.io/kube-network-policies/cmd", name: "netpol"}
 
