@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -104,24 +103,14 @@ const registryHostsPatch = "[plugins.\"io.containerd.grpc.v1.cri\".registry]\n  
 // makes both cgroup roots (/kubelet and /kubelet.slice); kind itself used
 // cgroupfs before Kubernetes 1.24. The kubelet asks containerd which
 // driver it uses (KubeletCgroupDriverFromCRI) and is told cgroupDriver too.
+// A node the harness adds (a surge's joiner, a new worker) gets the
+// runtime's setting with the rest of containerd's configuration, copied
+// from a member before its kubelet starts (rollout's join).
 const cgroupfsPatch = `[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
   SystemdCgroup = false
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.test-handler.options]
   SystemdCgroup = false
 `
-
-// useCgroupfs gives a node that kind did not make (a surge's joiner) the
-// runtime configuration cgroupfsPatch gives the ones it did, before its
-// kubelet starts: kind's node image runs containerd with SystemdCgroup.
-func useCgroupfs(ctx context.Context, n Node) error {
-	if _, err := n.Run(ctx, "sed", "-i", "s/SystemdCgroup = true/SystemdCgroup = false/", "/etc/containerd/config.toml"); err != nil {
-		return fmt.Errorf("failed to set containerd's cgroup driver in %s: %w", n.Name, err)
-	}
-	if _, err := n.Run(ctx, "systemctl", "restart", "containerd"); err != nil {
-		return fmt.Errorf("failed to restart containerd in %s: %w", n.Name, err)
-	}
-	return nil
-}
 
 // nodeMounts are the host paths every node mounts.
 func (l layout) nodeMounts() []v1alpha4.Mount {

@@ -324,13 +324,7 @@ func (c *Cluster) addNodeContainer(ctx context.Context, image, role string) (Nod
 	if err != nil {
 		return Node{}, fmt.Errorf("node %s started but kind does not list it: %w", name, err)
 	}
-	if err := waitSystemd(ctx, n); err != nil {
-		return n, err
-	}
-	if CgroupV1() { // as kindConfig made the cluster's first nodes
-		return n, useCgroupfs(ctx, n)
-	}
-	return n, nil
+	return n, waitSystemd(ctx, n)
 }
 
 // waitSystemd waits for the boot of n's systemd to finish, in one exec

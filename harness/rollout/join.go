@@ -47,8 +47,10 @@ func JoinWorker(ctx context.Context, c *cluster.Cluster, member, node cluster.No
 }
 
 func join(ctx context.Context, c *cluster.Cluster, member, node cluster.Node, spec joinSpec) error {
-	// containerd's configuration and, for a control plane, the cluster's
-	// certificates and keys, as the member keeps them (modes included).
+	// containerd's configuration (its registry hosts, and on a cgroup v1
+	// host the cgroupfs driver kind's nodes were given) and, for a control
+	// plane, the cluster's certificates and keys, as the member keeps them
+	// (modes included).
 	files := []string{"/etc/containerd/config.toml"}
 	if spec.controlPlane {
 		files = append(files, pkiFiles...)
