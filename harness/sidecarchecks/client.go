@@ -90,6 +90,15 @@ func (s *Sidecars) clientEnded(ctx context.Context, ns, name string) error {
 	return err
 }
 
+// clientEvents waits for client Pod ns/name on k to end and returns what
+// it recorded.
+func (s *Sidecars) clientEvents(ctx context.Context, k Kubelet, ns, name string) ([]fixtures.Event, error) {
+	if err := s.clientEnded(ctx, ns, name); err != nil {
+		return nil, err
+	}
+	return events(ctx, k.Node, ns, name)
+}
+
 // attempt is one request the client recorded.
 type attempt struct {
 	url   string

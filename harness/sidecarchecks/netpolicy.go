@@ -62,7 +62,8 @@ func (s *Sidecars) CheckNetworkPolicy(ctx context.Context) promise.Verdict {
 		if err := s.startClient(ctx, open, nil, flags, urls); err != nil {
 			return nil, err
 		}
-		if err := s.clientEnded(ctx, ns, open.name); err != nil {
+		seen := PolicySeen{Targets: targets}
+		if seen.Open, err = s.clientEvents(ctx, k, ns, open.name); err != nil {
 			return nil, err
 		}
 		if _, err := s.cs.NetworkingV1().NetworkPolicies(ns).Create(ctx, proxyOnlyPolicy(), metav1.CreateOptions{}); err != nil {
@@ -76,26 +77,20 @@ func (s *Sidecars) CheckNetworkPolicy(ctx context.Context) promise.Verdict {
 		if err := s.startClient(ctx, stranger, nil, flags, urls); err != nil {
 			return nil, err
 		}
-		seen := PolicySeen{Targets: targets}
 		if seen.Engine, err = s.engineTrouble(ctx, k.Name); err != nil {
 			return nil, err
 		}
-		for _, c := range []struct {
-			b  podBuilder
-			ev *[]fixtures.Event
-		}{{open, &seen.Open}, {admitted, &seen.Admitted}, {stranger, &seen.Stranger}} {
-			if err := s.clientEnded(ctx, ns, c.b.name); err != nil {
-				return nil, err
-			}
-			if *c.ev, err = events(ctx, k.Node, ns, c.b.name); err != nil {
-				return nil, err
-			}
+		if seen.Admitted, err = s.clientEvents(ctx, k, ns, admitted.name); err != nil {
+			return nil, err
+		}
+		if seen.Stranger, err = s.clientEvents(ctx, k, ns, stranger.name); err != nil {
+			return nil, err
 		}
 		return judgeNetworkPolicy(seen)
 	})
 }
 
-// Policed is one address of a Policed Pod: its template (legacy,
+// Policed is one address of a policed Pod: its template (legacy,
 // native), which port (proxy, app), and the URL a client asks.
 type Policed struct {
 	Template, Port, URL string
