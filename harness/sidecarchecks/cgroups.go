@@ -32,23 +32,30 @@ type cgroupLimits struct {
 // cgroup v1 has a directory per controller (39 of them per Pod, read one
 // by one, were a third of the sidecar phase's execs).
 func podCgroup(ctx context.Context, node cluster.Node, uid string) (cgroupLimits, error) {
-	out, err := node.Run(ctx, podCgroupFind(uid, "cpu.max", "memory.max", "cpu.cfs_quota_us", "cpu.cfs_period_us", "memory.limit_in_bytes")...)
+	out, err := node.Run(ctx, podCgroupFind(cgroupRoot, uid, "cpu.max", "memory.max", "cpu.cfs_quota_us", "cpu.cfs_period_us", "memory.limit_in_bytes")...)
 	if err != nil {
 		return cgroupLimits{}, fmt.Errorf("failed to read the cgroup of Pod %s on %s: %w", uid, node.Name, err)
 	}
 	return parsePodCgroup(out, uid, node.Name)
 }
 
-// podCgroupFind is the command that finds the files named of the Pod's
-// cgroup by its UID and prints them, "file:line" each line.
-func podCgroupFind(uid string, names ...string) []string {
-	argv := []string{"find", "/sys/fs/cgroup", "-maxdepth", "11", "-type", "f",
-		"(", "-path", "*pod" + uid + "*", "-o", "-path", "*pod" + strings.ReplaceAll(uid, "-", "_") + "*", ")", "("}
+// cgroupRoot is where a node mounts its cgroups.
+const cgroupRoot = "/sys/fs/cgroup"
+
+// podCgroupFind is the command that finds the files named in the Pod's
+// own cgroup directories (the cgroupfs driver's pod<uid>, the systemd
+// driver's ...-pod<uid with underscores>.slice; not its containers' below
+// them) and prints them, "file:line" each line. It reads nothing else:
+// the containers of other Pods come and go on a busy node, so find is told
+// to pass over a directory that vanished while it walked, and grep is only
+// given files of a Pod that runs.
+func podCgroupFind(root, uid string, names ...string) []string {
+	argv := []string{"find", root, "-ignore_readdir_race", "-maxdepth", "11", "-type", "f", "("}
 	for i, n := range names {
 		if i > 0 {
 			argv = append(argv, "-o")
 		}
-		argv = append(argv, "-name", n)
+		argv = append(argv, "-path", "*pod"+uid+"/"+n, "-o", "-path", "*pod"+strings.ReplaceAll(uid, "-", "_")+".slice/"+n)
 	}
 	return append(argv, ")", "-exec", "grep", "-H", ".", "{}", "+")
 }
@@ -152,7 +159,7 @@ func bytesLimit(text, unlimited string) *resource.Quantity {
 // CPU time it has used: cgroup v1's memory.max_usage_in_bytes and
 // cpuacct.usage, or v2's memory.peak and cpu.stat's usage_usec.
 func podUsage(ctx context.Context, node cluster.Node, uid string) (int64, time.Duration, error) {
-	out, err := node.Run(ctx, podCgroupFind(uid, "memory.max_usage_in_bytes", "cpuacct.usage", "memory.peak", "cpu.stat")...)
+	out, err := node.Run(ctx, podCgroupFind(cgroupRoot, uid, "memory.max_usage_in_bytes", "cpuacct.usage", "memory.peak", "cpu.stat")...)
 	if err != nil {
 		return 0, 0, fmt.Errorf("failed to read the cgroup of Pod %s on %s: %w", uid, node.Name, err)
 	}
