@@ -411,6 +411,10 @@ var canFail = []struct {
 			{APIServer: "cp1", Node: "w1", Pod: "kube-proxy-a"},
 			{APIServer: "cp4", Node: "w1", Pod: "kube-proxy-a", Err: errors.New("Forbidden (user=kube-apiserver-kubelet-client, verb=get, resource=nodes, subresource(s)=[proxy])")}})
 	}},
+	{"sidecar.eviction.order", "the kubelet evicted the Pod whose native sidecar's request covers its usage first", func(t *testing.T) promise.Verdict {
+		seen := sidecarchecks.EvictionSeen{First: "covered", CoveredUsage: 505 << 20, CoveredRequest: 536 << 20, AppRequest: 16 << 20}
+		return sidecarchecks.JudgeEvictionOrder(kubelets, map[string]sidecarchecks.EvictionSeen{"w1": seen, "cp1": seen})
+	}},
 	{"sidecar.network-policy", "a client the policy does not admit reached the native Pod's app port", func(t *testing.T) promise.Verdict {
 		targets := []sidecarchecks.Policed{{Template: "native", Port: "proxy", URL: "http://10.244.1.8:8080/"}, {Template: "native", Port: "app", URL: "http://10.244.1.8:8081/"}}
 		var open, admitted, stranger []fixtures.Event

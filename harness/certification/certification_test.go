@@ -140,7 +140,7 @@ func TestNothingSelectedMakesNoCluster(t *testing.T) {
 	if c := res.Counts(); c[promise.NotSelected] != 2*len(promise.Catalogue()) {
 		t.Errorf("counts %v", c)
 	}
-	if res.Coverage.Judged != 0 || !strings.Contains(res.Headline(), "PASS, judged 0 of 75 promises; not judged: cluster 2 of 2, proxy 31 of 31") {
+	if res.Coverage.Judged != 0 || !strings.Contains(res.Headline(), "PASS, judged 0 of 76 promises; not judged: cluster 2 of 2, proxy 31 of 31") {
 		t.Errorf("coverage of a run that judged nothing: %s", res.Headline())
 	}
 	for _, p := range res.Runs[0].Promises {

@@ -264,17 +264,19 @@ func (r *run) judgeTogether(ctx context.Context, cs []*Check, e *Env, n int) {
 	results := make([][]promise.Verdict, len(cs))
 	slots := make(chan struct{}, n)
 	var wg sync.WaitGroup
-	phase := r.current
+	phase, done := r.current, 0
 	for i, c := range cs {
 		r.meanRestarts(c, e)
 		slots <- struct{}{} // in the order registered: the longest first
 		wg.Go(func() {
 			defer func() { <-slots }()
 			took := r.timed(phase, c, func() { results[i] = c.Judge(ctx, e) })
-			// Their verdicts come together at the end: say each is done.
+			// Their verdicts come together at the end: say each is done,
+			// and how many of the phase's are.
 			r.mu.Lock()
 			defer r.mu.Unlock()
-			fmt.Fprintf(r.out, "  ... %s judged (%s)\n", strings.Join(ids(c.IDs), ", "), took.Round(time.Second))
+			done++
+			fmt.Fprintf(r.out, "  ... %d of %d: %s judged (%s)\n", done, len(cs), strings.Join(ids(c.IDs), ", "), took.Round(time.Second))
 		})
 	}
 	wg.Wait()

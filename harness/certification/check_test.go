@@ -101,7 +101,7 @@ func TestAJudgeJudgesOnlyItsOwn(t *testing.T) {
 }
 
 // Checks run together inside a phase are its steps, each timed, and each
-// says it is done as it ends: their verdicts come only at the end.
+// says it is done as it ends, k of N: their verdicts come only at the end.
 func TestChecksAreStepsOfTheirPhase(t *testing.T) {
 	var out bytes.Buffer
 	r := &run{in: input(t), strategy: rollout.StrategySurge, out: &out, current: "native sidecars"}
@@ -121,8 +121,8 @@ func TestChecksAreStepsOfTheirPhase(t *testing.T) {
 			t.Errorf("step %+v: want the check named and timed", s)
 		}
 	}
-	if i, j := strings.Index(out.String(), "sidecar.job.completes judged"), strings.Index(out.String(), "sidecar.start.order judged"); i < 0 || j < i {
-		t.Errorf("each check says it is done as it ends, the shorter first:\n%s", out.String())
+	if i, j := strings.Index(out.String(), "1 of 2: sidecar.job.completes judged"), strings.Index(out.String(), "2 of 2: sidecar.start.order judged"); i < 0 || j < i {
+		t.Errorf("each check says it is done as it ends, the shorter first, and how many of the phase's are:\n%s", out.String())
 	}
 	if len(r.stepsOf("another phase")) != 0 {
 		t.Error("a phase's steps are its own")

@@ -136,17 +136,23 @@ var checks = append([]Check{
 }, sidecarChecks()...)
 
 // sidecarChecks are the sidecar checks as the surge run's: those that
-// may run together, then the worker's replacement alone.
+// may run together, then those that run alone, each in its phase.
 func sidecarChecks() []Check {
 	check := func(sc sidecarchecks.Check, p Part) Check {
 		c := Check{IDs: sc.IDs, In: []Part{p}, Strategy: rollout.StrategySurge,
 			Judge: func(ctx context.Context, e *Env) []promise.Verdict { return sc.Run(e.Sidecars, ctx) }}
-		if sc.Crashes {
+		if sc.Phase != "" {
+			c.Phase = func(*Env) string { return sc.Phase }
+		}
+		switch {
+		case sc.Crashes:
 			// Crashed on purpose: a sidecar restarted alone (or killed for
 			// memory), a migration's breach.
 			c.Restarts = func(*Env) Meaning {
 				return Meaning{Words: []string{sidecarchecks.CrashingSidecar, sidecarchecks.CrashingAgent, sidecarchecks.HoggingSidecar}}
 			}
+		case len(sc.Restarts) > 0:
+			c.Restarts = func(e *Env) Meaning { return Meaning{Words: sc.Restarts, Nodes: e.Sidecars.Nodes()} }
 		}
 		return c
 	}
@@ -154,7 +160,10 @@ func sidecarChecks() []Check {
 	for _, sc := range sidecarchecks.Checks {
 		out = append(out, check(sc, partSidecars))
 	}
-	return append(out, check(sidecarchecks.Alone, partWorker))
+	for _, sc := range sidecarchecks.Alone {
+		out = append(out, check(sc, partWorker))
+	}
+	return out
 }
 
 // newPeer and oldPeer are the window's first newer and first older

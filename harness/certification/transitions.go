@@ -301,9 +301,13 @@ func (r *run) through(ctx context.Context, s rollout.Strategy, load *traffic.Tra
 }
 
 // sidecars judges the native sidecars on kubelets of both versions, and
-// the worker's replacement after them when selected.
+// after them, each in a phase of its own, the checks that change the
+// nodes (the eviction order, the worker's replacement) when selected.
 func (r *run) sidecars(ctx context.Context, s rollout.Strategy, before *corev1.ConfigMap) error {
-	return r.phase(ctx, "native sidecars on kubelets of both versions", func(ctx context.Context) error {
+	e := r.env(before)
+	stop := func() {}
+	defer func() { stop() }()
+	if err := r.phase(ctx, "native sidecars on kubelets of both versions", func(ctx context.Context) error {
 		if r.fixture == nil {
 			r.buildFixture(ctx)
 		}
@@ -314,21 +318,20 @@ func (r *run) sidecars(ctx context.Context, s rollout.Strategy, before *corev1.C
 		if err := r.c.LoadImages(ctx, image); err != nil {
 			return err
 		}
-		e := r.env(before)
 		if e.Sidecars, err = sidecarchecks.New(ctx, r.c, image); err != nil {
 			return err
 		}
 		if r.in.needs(partWorker, s) {
 			// The worker's replacement joins beside the other checks.
-			defer e.Sidecars.StartWorker(ctx)()
+			stop = e.Sidecars.StartWorker(ctx)
 		}
 		err = r.judgeIn(ctx, partSidecars, e)
 		r.canary = e.Sidecars.Compared()
-		if err != nil {
-			return err
-		}
-		return r.judgeIn(ctx, partWorker, e)
-	})
+		return err
+	}); err != nil {
+		return err
+	}
+	return r.judgeIn(ctx, partWorker, e)
 }
 
 // buildFixture starts building the sidecar checks' fixture image: built

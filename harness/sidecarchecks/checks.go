@@ -5,14 +5,20 @@ import (
 	"slices"
 
 	"github.com/skewer-k8s/skewer/harness/promise"
+	"github.com/skewer-k8s/skewer/harness/restarts"
 )
 
 // A Check is one of the sidecar checks: the promises it judges, whether
-// it crashes CrashingSidecar on purpose, and how it runs.
+// it crashes CrashingSidecar on purpose, and how it runs. A check of
+// Alone runs in a phase of its own, named Phase, and says what it
+// restarts on purpose on the kubelets' nodes (Restarts, by the words of
+// the restarts package).
 type Check struct {
-	IDs     []promise.ID
-	Crashes bool
-	Run     func(*Sidecars, context.Context) []promise.Verdict
+	IDs      []promise.ID
+	Crashes  bool
+	Run      func(*Sidecars, context.Context) []promise.Verdict
+	Phase    string
+	Restarts []string
 }
 
 // one is a check of one verdict as a check of several.
@@ -28,37 +34,47 @@ func ids(ids ...promise.ID) []promise.ID { return ids }
 // for, and none changes a node but by a resource no other check asks for
 // (the scheduling check's slots, taken away after it).
 var Checks = []Check{
-	{ids("sidecar.migration.batches", "sidecar.migration.rollback"), true, (*Sidecars).CheckMigration},
-	{ids("sidecar.migration.stop-conditions"), true, one((*Sidecars).CheckStopConditions)},
-	{ids("sidecar.canary.compared"), false, one((*Sidecars).CheckCanary)},
-	{ids("sidecar.termination.reverse-order", "sidecar.termination.bounded-flush"), false, (*Sidecars).CheckTermination},
-	{ids("sidecar.stripped.preflight", "sidecar.stripped.shapes"), true, (*Sidecars).CheckStripped},
-	{ids("sidecar.job.completes"), false, one((*Sidecars).CheckJobs)},
-	{ids("sidecar.job.sidecar-crashes"), false, one((*Sidecars).CheckJobSidecarCrashes)},
-	{ids("sidecar.stripped.old-client"), true, one((*Sidecars).CheckOldClient)},
-	{ids("sidecar.resources.formula", "sidecar.resources.quota-admission"), false, (*Sidecars).CheckResources},
-	{ids("sidecar.hung.out-of-service"), true, one((*Sidecars).CheckHungHelper)},
-	{ids("sidecar.failure.closed"), true, one((*Sidecars).CheckFailClosed)},
-	{ids("sidecar.failure.open"), true, one((*Sidecars).CheckFailOpen)},
-	{ids("sidecar.least-privilege"), false, one((*Sidecars).CheckLeastPrivilege)},
-	{ids("sidecar.network-policy"), false, one((*Sidecars).CheckNetworkPolicy)},
-	{ids("sidecar.start.order"), false, one((*Sidecars).CheckStartOrder)},
-	{ids("sidecar.crash.restarts-alone"), false, one((*Sidecars).CheckCrashAlone)},
-	{ids("sidecar.oom.restarts-alone"), true, one((*Sidecars).CheckOOMAlone)},
-	{ids("sidecar.resources.limits-qos"), false, one((*Sidecars).CheckLimits)},
-	{ids("sidecar.resources.scheduling"), false, one((*Sidecars).CheckScheduling)},
-	{ids("sidecar.readiness.gates"), false, one((*Sidecars).CheckReadinessGates)},
-	{ids("sidecar.termination.sigterm-ignored"), false, one((*Sidecars).CheckSIGTERMIgnored)},
+	{IDs: ids("sidecar.migration.batches", "sidecar.migration.rollback"), Crashes: true, Run: (*Sidecars).CheckMigration},
+	{IDs: ids("sidecar.migration.stop-conditions"), Crashes: true, Run: one((*Sidecars).CheckStopConditions)},
+	{IDs: ids("sidecar.canary.compared"), Run: one((*Sidecars).CheckCanary)},
+	{IDs: ids("sidecar.termination.reverse-order", "sidecar.termination.bounded-flush"), Run: (*Sidecars).CheckTermination},
+	{IDs: ids("sidecar.stripped.preflight", "sidecar.stripped.shapes"), Crashes: true, Run: (*Sidecars).CheckStripped},
+	{IDs: ids("sidecar.job.completes"), Run: one((*Sidecars).CheckJobs)},
+	{IDs: ids("sidecar.job.sidecar-crashes"), Run: one((*Sidecars).CheckJobSidecarCrashes)},
+	{IDs: ids("sidecar.stripped.old-client"), Crashes: true, Run: one((*Sidecars).CheckOldClient)},
+	{IDs: ids("sidecar.resources.formula", "sidecar.resources.quota-admission"), Run: (*Sidecars).CheckResources},
+	{IDs: ids("sidecar.hung.out-of-service"), Crashes: true, Run: one((*Sidecars).CheckHungHelper)},
+	{IDs: ids("sidecar.failure.closed"), Crashes: true, Run: one((*Sidecars).CheckFailClosed)},
+	{IDs: ids("sidecar.failure.open"), Crashes: true, Run: one((*Sidecars).CheckFailOpen)},
+	{IDs: ids("sidecar.least-privilege"), Run: one((*Sidecars).CheckLeastPrivilege)},
+	{IDs: ids("sidecar.network-policy"), Run: one((*Sidecars).CheckNetworkPolicy)},
+	{IDs: ids("sidecar.start.order"), Run: one((*Sidecars).CheckStartOrder)},
+	{IDs: ids("sidecar.crash.restarts-alone"), Run: one((*Sidecars).CheckCrashAlone)},
+	{IDs: ids("sidecar.oom.restarts-alone"), Crashes: true, Run: one((*Sidecars).CheckOOMAlone)},
+	{IDs: ids("sidecar.resources.limits-qos"), Run: one((*Sidecars).CheckLimits)},
+	{IDs: ids("sidecar.resources.scheduling"), Run: one((*Sidecars).CheckScheduling)},
+	{IDs: ids("sidecar.readiness.gates"), Run: one((*Sidecars).CheckReadinessGates)},
+	{IDs: ids("sidecar.termination.sigterm-ignored"), Run: one((*Sidecars).CheckSIGTERMIgnored)},
 }
 
-// Alone is the check that runs after the others, by itself: it changes
-// the cluster's nodes (a worker replaced).
-var Alone = Check{IDs: ids("sidecar.worker-replaced", "sidecar.migration.node-replaced"), Run: (*Sidecars).CheckWorkerReplaced}
+// Alone are the checks that run after the others, one at a time, in
+// order, each in a phase of its own: each changes the cluster's nodes.
+// The eviction check puts each kubelet under memory pressure (its
+// threshold raised, then restored: the kubelet restarted twice), which
+// would evict other checks' Pods - it waits until its nodes run nothing
+// but the cluster's own; the last replaces the worker of the older
+// kubelet the first needs.
+var Alone = []Check{
+	{IDs: ids("sidecar.eviction.order"), Run: one((*Sidecars).CheckEvictionOrder),
+		Phase: "each kubelet under memory pressure, a native sidecar's request counted", Restarts: []string{restarts.Kubelet, restarts.Evicted}},
+	{IDs: ids("sidecar.worker-replaced", "sidecar.migration.node-replaced"), Run: (*Sidecars).CheckWorkerReplaced,
+		Phase: "a worker of the older kubelet replaced under a migration batch"},
+}
 
 // Promises are what the sidecar checks judge, Alone's last.
 var Promises = func() []promise.ID {
 	var out []promise.ID
-	for _, c := range append(slices.Clone(Checks), Alone) {
+	for _, c := range append(slices.Clone(Checks), Alone...) {
 		out = append(out, c.IDs...)
 	}
 	return out

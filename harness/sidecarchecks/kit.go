@@ -52,10 +52,8 @@ type Sidecars struct {
 	image    string
 	Kubelets []Kubelet
 	made     atomic.Int64
-	// joined is the worker StartWorker began joining, fleet the
-	// Deployment it began running on the old one, if it did.
+	// joined is the worker StartWorker began joining, if it did.
 	joined *aJoin
-	fleet  *aFleet
 	// canary is the canary's comparison, once CheckCanary made it.
 	canary atomic.Pointer[report.Canary]
 }
@@ -87,6 +85,15 @@ func New(ctx context.Context, c *cluster.Cluster, image string) (*Sidecars, erro
 	}
 	sort.Slice(s.Kubelets, func(i, j int) bool { return s.Kubelets[i].Version < s.Kubelets[j].Version })
 	return s, nil
+}
+
+// Nodes are the names of the kubelets' nodes.
+func (s *Sidecars) Nodes() []string {
+	out := make([]string, len(s.Kubelets))
+	for i, k := range s.Kubelets {
+		out[i] = k.Name
+	}
+	return out
 }
 
 // failed is a failed verdict that says what went wrong.

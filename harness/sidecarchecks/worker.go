@@ -56,20 +56,12 @@ func (s *Sidecars) replaceWorker(ctx context.Context) ([]string, *batchRun, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	f := s.fleet
-	if f == nil {
-		f = s.deployFleet(ctx, old)
-	}
-	select {
-	case <-f.done:
-	case <-ctx.Done():
-		return nil, nil, ctx.Err()
-	}
+	f, err := s.deployFleet(ctx, old)
 	if f.cleanUp != nil {
 		defer f.cleanUp()
 	}
-	if f.err != nil {
-		return nil, nil, f.err
+	if err != nil {
+		return nil, nil, err
 	}
 	ev := []string{fmt.Sprintf("Deployment %s/%s's Pod %s ready on %s, its log agent shipping; Deployment %s/%s's two legacy Pods there",
 		f.ns, f.b.name, f.first.Name, old, f.ns, movingName)}
@@ -168,31 +160,28 @@ func (s *Sidecars) cameBack(ctx context.Context, ns, app string, node cluster.No
 // Pod is evicted.
 var fleetCase = terminationCase{grace: 30, perLine: "1ms", budget: "10s", rate: "50", mustFlush: true}
 
-// aFleet is the check's Deployment on the old worker: done closes once
-// its Pod is ready there and its log agent ships (first), or err says why
-// not; cleanUp deletes its namespace.
+// aFleet is the check's Deployment on the old worker, its Pod ready
+// there (first) and its log agent shipping; cleanUp deletes its
+// namespace.
 type aFleet struct {
-	done    chan struct{}
 	ns      string
 	b       podBuilder
 	first   *corev1.Pod
-	err     error
 	cleanUp func()
 }
 
-// deployFleet starts running the check's Deployment on the old worker,
-// in a namespace of its own whose node pool it is.
-func (s *Sidecars) deployFleet(ctx context.Context, old Kubelet) *aFleet {
-	f := &aFleet{done: make(chan struct{})}
-	go func() {
-		defer close(f.done)
-		if f.ns, f.cleanUp, f.err = s.namespace(ctx, nil); f.err != nil {
-			return
-		}
-		f.b = podBuilder{image: s.image, ns: f.ns, name: "fleet"}
-		f.first, f.err = s.runFleet(ctx, f.b, old)
-	}()
-	return f
+// deployFleet runs the check's Deployment on the old worker, in a
+// namespace of its own whose node pool it is. It runs once the checks
+// before it are done: the eviction check wants the worker to itself.
+func (s *Sidecars) deployFleet(ctx context.Context, old Kubelet) (*aFleet, error) {
+	f := &aFleet{}
+	var err error
+	if f.ns, f.cleanUp, err = s.namespace(ctx, nil); err != nil {
+		return f, err
+	}
+	f.b = podBuilder{image: s.image, ns: f.ns, name: "fleet"}
+	f.first, err = s.runFleet(ctx, f.b, old)
+	return f, err
 }
 
 // runFleet runs the Deployment b on the old worker, in the node pool of
@@ -279,12 +268,11 @@ func (s *Sidecars) join(ctx context.Context, to version.Version) *aJoin {
 
 // StartWorker begins what CheckWorkerReplaced needs before it replaces
 // the old worker: the new worker's join (40-90 s under load), held out of
-// scheduling until that check takes it, and the check's Deployment on the
-// old worker - beside the other sidecar checks instead of after them (none
-// of theirs lands on the new node; the old one is drained only once they
-// are done). stop cancels what is still under way and waits for it; the
-// caller calls it once the checks are done, whatever they did. Without an
-// older worker to replace it starts nothing: the check says so.
+// scheduling until that check takes it - beside the other sidecar checks
+// instead of after them (none of theirs lands on the new node). stop
+// cancels the join if it is still under way and waits for it; the caller
+// calls it once the checks are done, whatever they did. Without an older
+// worker to replace it starts nothing: the check says so.
 func (s *Sidecars) StartWorker(ctx context.Context) (stop func()) {
 	if len(s.Kubelets) < 2 || s.Kubelets[0].Role != cluster.RoleWorker {
 		return func() {}
@@ -294,14 +282,10 @@ func (s *Sidecars) StartWorker(ctx context.Context) (stop func()) {
 		return func() {}
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	s.joined, s.fleet = s.join(ctx, to), s.deployFleet(ctx, s.Kubelets[0])
+	s.joined = s.join(ctx, to)
 	return func() {
 		cancel()
 		<-s.joined.done
-		<-s.fleet.done
-		if s.fleet.cleanUp != nil {
-			s.fleet.cleanUp()
-		}
 	}
 }
 
