@@ -161,8 +161,23 @@ func (c *Cluster) RESTConfig() (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to load kubeconfig %s: %w", c.Kubeconfig(), err)
 	}
+	cfg.QPS, cfg.Burst = clientQPS, clientBurst
 	return cfg, nil
 }
+
+// clientQPS and clientBurst limit a client of the harness: kubectl's
+// limits for its discovery client (k8s.io/kubectl pkg/cmd/cmd.go), not
+// client-go's default of 5 a second. One client serves every waiter of
+// the sidecar checks (ChecksAtOnce of them on each kubelet, each asking
+// about once a second, some twice): at 5 a second their requests queued
+// in the client - a certify run (2026-12-08) logged requests held 1.17 s,
+// which delays what the checks time (a Pod leaving endpoints, recovering,
+// Ready) by the client's queue, not the cluster's. The limit stays, to
+// bound a loop gone wrong.
+const (
+	clientQPS   = 50
+	clientBurst = 300
+)
 
 // Client is a clientset for the load-balanced endpoint.
 func (c *Cluster) Client() (*kubernetes.Clientset, error) {

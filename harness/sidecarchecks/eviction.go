@@ -91,19 +91,12 @@ func (s *Sidecars) CheckEvictionOrder(ctx context.Context) promise.Verdict {
 // memoryAvailable is the memory the kubelet reports available on node
 // (its summary API, the number its eviction manager compares).
 func (s *Sidecars) memoryAvailable(ctx context.Context, node string) (int64, error) {
-	raw, err := s.cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node, "proxy", "stats", "summary").DoRaw(ctx)
+	sum, err := s.summary(ctx, node)
 	if err != nil {
 		return 0, fmt.Errorf("the kubelet's summary on %s: %w", node, err)
 	}
-	var sum struct {
-		Node struct {
-			Memory struct {
-				AvailableBytes *int64 `json:"availableBytes"`
-			} `json:"memory"`
-		} `json:"node"`
-	}
-	if err := json.Unmarshal(raw, &sum); err != nil || sum.Node.Memory.AvailableBytes == nil {
-		return 0, fmt.Errorf("the kubelet's summary on %s has no memory available: %v", node, err)
+	if sum.Node.Memory.AvailableBytes == nil {
+		return 0, fmt.Errorf("the kubelet's summary on %s has no memory available", node)
 	}
 	return *sum.Node.Memory.AvailableBytes, nil
 }
@@ -299,8 +292,14 @@ func (s *Sidecars) summary(ctx context.Context, node string) (podSummary, error)
 	return sum, json.Unmarshal(raw, &sum)
 }
 
-// podSummary is what the eviction check reads of a kubelet's summary.
+// podSummary is what the eviction check reads of a kubelet's summary:
+// the node's memory available and each Pod's working set.
 type podSummary struct {
+	Node struct {
+		Memory struct {
+			AvailableBytes *int64 `json:"availableBytes"`
+		} `json:"memory"`
+	} `json:"node"`
 	Pods []struct {
 		PodRef struct{ Name, Namespace string } `json:"podRef"`
 		Memory struct {
