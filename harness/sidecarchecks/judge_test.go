@@ -33,6 +33,30 @@ var (
 // onBoth is the same evidence for each test kubelet.
 func onBoth[T any](v T) map[string]T { return map[string]T{"w1": v, "cp1": v} }
 
+// seenCase is a unit case of a judge of what each kubelet saw: cp1's
+// seen, changed from the good one, and the verdict it must give.
+type seenCase[T any] struct {
+	name    string
+	change  func(*T)
+	outcome promise.Outcome
+	reason  string
+}
+
+// judgeEachCase judges each case with w1 as good and cp1 changed by it.
+func judgeEachCase[T any](t *testing.T, good func() T, judge func([]Kubelet, map[string]T) promise.Verdict, cases []seenCase[T]) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			seen := good()
+			c.change(&seen)
+			v := judge(testKubelets, map[string]T{"w1": good(), "cp1": seen})
+			if v.Outcome != c.outcome || !strings.Contains(v.Reason, c.reason) {
+				t.Fatalf("got %s %q, want %s with %q", v.Outcome, v.Reason, c.outcome, c.reason)
+			}
+		})
+	}
+}
+
 // recorded is what fixtures record, "who what" each, 100 ms apart.
 func recorded(lines ...string) []fixtures.Event {
 	var out []fixtures.Event

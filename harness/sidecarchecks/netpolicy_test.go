@@ -49,12 +49,7 @@ func TestNetworkPolicyJudged(t *testing.T) {
 	if v := JudgeNetworkPolicy(testKubelets, onBoth(policyHeld())); v.Outcome != promise.Pass {
 		t.Fatalf("the policy held: %s %s", v.Outcome, v.Reason)
 	}
-	cases := []struct {
-		name    string
-		change  func(*PolicySeen)
-		outcome promise.Outcome
-		reason  string
-	}{
+	judgeEachCase(t, policyHeld, JudgeNetworkPolicy, []seenCase[PolicySeen]{
 		{"the stranger reached the native proxy", func(s *PolicySeen) {
 			s.Stranger = asked(5, func(p Policed) bool { return p.Template == "native" && p.Port == "proxy" })
 		}, promise.Fail, "does not admit reached the native Pod's proxy port"},
@@ -84,17 +79,7 @@ func TestNetworkPolicyJudged(t *testing.T) {
 			s.Stranger = asked(policyFloor-1, func(Policed) bool { return false })
 		}, promise.Error, "under the floor"},
 		{"nothing asked", func(s *PolicySeen) { *s = PolicySeen{} }, promise.Error, "no policed Pod"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			seen := policyHeld()
-			c.change(&seen)
-			v := JudgeNetworkPolicy(testKubelets, map[string]PolicySeen{"w1": policyHeld(), "cp1": seen})
-			if v.Outcome != c.outcome || !strings.Contains(v.Reason, c.reason) {
-				t.Fatalf("got %s %q, want %s with %q", v.Outcome, v.Reason, c.outcome, c.reason)
-			}
-		})
-	}
+	})
 }
 
 // A cluster whose engine cannot enforce on any node (its rules refused by
