@@ -32,19 +32,24 @@ func AddWorker(ctx context.Context, c *cluster.Cluster, v version.Version, taint
 	if err := JoinWorker(ctx, c, boot, node, taints...); err != nil {
 		return node, err
 	}
+	return node, WaitReady(ctx, c, "rollout/worker-ready", node.Name, v)
+}
+
+// WaitReady waits, within the wait budget named, until node is Ready with
+// its kubelet reporting v: a node joined, or its kubelet restarted.
+func WaitReady(ctx context.Context, c *cluster.Cluster, budget, node string, v version.Version) error {
 	cs, err := c.Client()
 	if err != nil {
-		return node, err
+		return err
 	}
-	err = wait.For(ctx, "rollout/worker-ready", fmt.Sprintf("worker %s Ready at %s", node.Name, v), func(ctx context.Context) (bool, string, error) {
-		n, err := cs.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+	return wait.For(ctx, budget, fmt.Sprintf("node %s Ready, its kubelet at %s", node, v), func(ctx context.Context) (bool, string, error) {
+		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error(), nil
 		}
 		ok, seen := kubeletReady(n, v)
 		return ok, seen, nil
 	})
-	return node, err
 }
 
 // DrainWorker cordons node and evicts its Pods (not the DaemonSets'),

@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/skewer-k8s/skewer/harness/promise"
+	"github.com/skewer-k8s/skewer/harness/rollout"
+	"github.com/skewer-k8s/skewer/harness/version"
 	"github.com/skewer-k8s/skewer/harness/wait"
 )
 
@@ -119,6 +121,10 @@ func (s *Sidecars) evictBelow(ctx context.Context, k Kubelet, bytes int64) (rest
 	if err != nil {
 		return nil, err
 	}
+	v, err := version.Parse(k.Version)
+	if err != nil {
+		return nil, err
+	}
 	restart := func(ctx context.Context, data []byte) error {
 		if err := k.WriteFile(ctx, kubeletConfig, data, 0o644); err != nil {
 			return err
@@ -126,7 +132,7 @@ func (s *Sidecars) evictBelow(ctx context.Context, k Kubelet, bytes int64) (rest
 		if _, err := k.Run(ctx, "systemctl", "restart", "kubelet"); err != nil {
 			return err
 		}
-		return s.nodeReady(ctx, k.Name)
+		return rollout.WaitReady(ctx, s.c, "certify/sidecar-pod", k.Name, v)
 	}
 	restore = func() { _ = restart(context.WithoutCancel(ctx), orig) }
 	if err := restart(ctx, changed); err != nil {
@@ -134,22 +140,6 @@ func (s *Sidecars) evictBelow(ctx context.Context, k Kubelet, bytes int64) (rest
 		return nil, fmt.Errorf("the kubelet of %s with an eviction threshold: %w", k.Name, err)
 	}
 	return restore, nil
-}
-
-// nodeReady waits for node Ready, its kubelet back.
-func (s *Sidecars) nodeReady(ctx context.Context, node string) error {
-	return wait.For(ctx, "certify/sidecar-pod", "node "+node+" Ready", func(ctx context.Context) (bool, string, error) {
-		n, err := s.cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				return c.Status == corev1.ConditionTrue, c.Reason, nil
-			}
-		}
-		return false, "no Ready condition", nil
-	})
 }
 
 // evictionPods are the greedy and the covered Pod.
